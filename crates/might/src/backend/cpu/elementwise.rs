@@ -1,0 +1,214 @@
+//! Elementwise kernels: map one, two or three strided inputs into a fresh contiguous output, or
+//! update a strided output in place. The per-element function is passed in, so allocating and
+//! in-place variants of an op share the same arithmetic.
+
+use super::strided::RowPlan;
+use super::threads;
+use crate::Layout;
+use rayon::prelude::*;
+
+/// Fill a contiguous `out` (of the plan's shape) row by row, in parallel when large.
+fn fill_rows<U: Send, const N: usize>(
+    out: &mut [U],
+    plan: &RowPlan<N>,
+    base: [usize; N],
+    row: impl Fn(&mut [U], [usize; N]) + Sync,
+) {
+    let len = plan.len;
+    if len == 0 || plan.rows == 0 {
+        return;
+    }
+    if threads::parallel(out.len()) && plan.rows > 1 {
+        let chunk_rows = plan.rows.div_ceil(threads::get_num_threads() * 4).max(1);
+        threads::install(|| {
+            out.par_chunks_mut(chunk_rows * len)
+                .enumerate()
+                .for_each(|(c, chunk)| {
+                    let r0 = c * chunk_rows;
+                    let r1 = (r0 + chunk_rows).min(plan.rows);
+                    let mut i = 0;
+                    plan.for_each_row(base, r0..r1, |o| {
+                        row(&mut chunk[i..i + len], o);
+                        i += len;
+                    });
+                })
+        });
+    } else {
+        let mut i = 0;
+        plan.for_each_row(base, 0..plan.rows, |o| {
+            row(&mut out[i..i + len], o);
+            i += len;
+        });
+    }
+}
+
+/// `out[i] = f(src[i])` for a strided `src`.
+pub fn unary_map<T, U, F>(src: &[T], layout: &Layout, f: F) -> Vec<U>
+where
+    T: Copy + Sync,
+    U: Copy + Send + Sync + Default,
+    F: Fn(T) -> U + Sync,
+{
+    if let Some((a, b)) = layout.contiguous_range() {
+        let s = &src[a..b];
+        if threads::parallel(s.len()) {
+            return threads::install(|| s.par_iter().with_min_len(4096).map(|&x| f(x)).collect());
+        }
+        return s.iter().map(|&x| f(x)).collect();
+    }
+    let plan = RowPlan::new(layout.dims(), [layout.strides()]);
+    let mut out = vec![U::default(); layout.numel()];
+    let st = plan.inner[0];
+    fill_rows(&mut out, &plan, [layout.offset()], |o, [s0]| {
+        if st == 1 {
+            let n = o.len();
+            for (y, &x) in o.iter_mut().zip(&src[s0..s0 + n]) {
+                *y = f(x);
+            }
+        } else {
+            for (j, y) in o.iter_mut().enumerate() {
+                *y = f(src[s0 + j * st]);
+            }
+        }
+    });
+    out
+}
+
+/// `out[i] = f(lhs[i], rhs[i])`; both layouts already broadcast to the output shape.
+pub fn binary_map<T, U, F>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout, f: F) -> Vec<U>
+where
+    T: Copy + Sync,
+    U: Copy + Send + Sync + Default,
+    F: Fn(T, T) -> U + Sync,
+{
+    if let (Some((a0, a1)), Some((b0, b1))) = (ll.contiguous_range(), rl.contiguous_range()) {
+        let (l, r) = (&lhs[a0..a1], &rhs[b0..b1]);
+        if threads::parallel(l.len()) {
+            return threads::install(|| {
+                l.par_iter()
+                    .with_min_len(4096)
+                    .zip(r.par_iter())
+                    .map(|(&x, &y)| f(x, y))
+                    .collect()
+            });
+        }
+        return l.iter().zip(r).map(|(&x, &y)| f(x, y)).collect();
+    }
+    let plan = RowPlan::new(ll.dims(), [ll.strides(), rl.strides()]);
+    let mut out = vec![U::default(); ll.numel()];
+    let [sl, sr] = plan.inner;
+    fill_rows(
+        &mut out,
+        &plan,
+        [ll.offset(), rl.offset()],
+        |o, [l0, r0]| {
+            let n = o.len();
+            match (sl, sr) {
+                (1, 1) => {
+                    for ((y, &a), &b) in o.iter_mut().zip(&lhs[l0..l0 + n]).zip(&rhs[r0..r0 + n]) {
+                        *y = f(a, b);
+                    }
+                }
+                (1, 0) => {
+                    let b = rhs[r0];
+                    for (y, &a) in o.iter_mut().zip(&lhs[l0..l0 + n]) {
+                        *y = f(a, b);
+                    }
+                }
+                (0, 1) => {
+                    let a = lhs[l0];
+                    for (y, &b) in o.iter_mut().zip(&rhs[r0..r0 + n]) {
+                        *y = f(a, b);
+                    }
+                }
+                _ => {
+                    for (j, y) in o.iter_mut().enumerate() {
+                        *y = f(lhs[l0 + j * sl], rhs[r0 + j * sr]);
+                    }
+                }
+            }
+        },
+    );
+    out
+}
+
+/// `out[i] = f(a[i], b[i], c[i])` (used by `where`); layouts broadcast to the output shape.
+pub fn ternary_map<A, B, C, U, F>(
+    a: &[A],
+    al: &Layout,
+    b: &[B],
+    bl: &Layout,
+    c: &[C],
+    cl: &Layout,
+    f: F,
+) -> Vec<U>
+where
+    A: Copy + Sync,
+    B: Copy + Sync,
+    C: Copy + Sync,
+    U: Copy + Send + Sync + Default,
+    F: Fn(A, B, C) -> U + Sync,
+{
+    let plan = RowPlan::new(al.dims(), [al.strides(), bl.strides(), cl.strides()]);
+    let mut out = vec![U::default(); al.numel()];
+    let [sa, sb, sc] = plan.inner;
+    fill_rows(
+        &mut out,
+        &plan,
+        [al.offset(), bl.offset(), cl.offset()],
+        |o, [a0, b0, c0]| {
+            for (j, y) in o.iter_mut().enumerate() {
+                *y = f(a[a0 + j * sa], b[b0 + j * sb], c[c0 + j * sc]);
+            }
+        },
+    );
+    out
+}
+
+/// In place: `dst[i] = f(dst[i], src[i])` with `src` broadcast to `dst`'s layout.
+/// `dst`'s layout must not overlap itself (checked by the caller).
+pub fn assign_map<T, F>(dst: &mut [T], dl: &Layout, src: &[T], sl: &Layout, f: F)
+where
+    T: Copy + Send + Sync,
+    F: Fn(T, T) -> T + Sync,
+{
+    if let (Some((a0, a1)), Some((b0, b1))) = (dl.contiguous_range(), sl.contiguous_range()) {
+        let (d, s) = (&mut dst[a0..a1], &src[b0..b1]);
+        if threads::parallel(d.len()) {
+            threads::install(|| {
+                d.par_iter_mut()
+                    .with_min_len(4096)
+                    .zip(s.par_iter())
+                    .for_each(|(y, &x)| *y = f(*y, x))
+            });
+        } else {
+            for (y, &x) in d.iter_mut().zip(s) {
+                *y = f(*y, x);
+            }
+        }
+        return;
+    }
+    let plan = RowPlan::new(dl.dims(), [dl.strides(), sl.strides()]);
+    let [sd, ss] = plan.inner;
+    plan.for_each_row([dl.offset(), sl.offset()], 0..plan.rows, |[d0, s0]| {
+        if sd == 1 && ss == 1 {
+            let n = plan.len;
+            for (y, &x) in dst[d0..d0 + n].iter_mut().zip(&src[s0..s0 + n]) {
+                *y = f(*y, x);
+            }
+        } else {
+            for j in 0..plan.len {
+                let y = &mut dst[d0 + j * sd];
+                *y = f(*y, src[s0 + j * ss]);
+            }
+        }
+    });
+}
+
+/// Gather a strided view into a new contiguous buffer.
+pub fn copy_contiguous<T: Copy + Send + Sync + Default>(src: &[T], layout: &Layout) -> Vec<T> {
+    if let Some((a, b)) = layout.contiguous_range() {
+        return src[a..b].to_vec();
+    }
+    unary_map(src, layout, |x| x)
+}

@@ -1,0 +1,1 @@
+//! Gather/scatter/index kernels.

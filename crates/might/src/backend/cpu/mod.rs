@@ -1,0 +1,126 @@
+//! The CPU backend: typed buffers and the kernels that read them through layouts.
+
+pub mod conv;
+pub mod elementwise;
+pub mod index;
+pub mod matmul;
+pub mod reduce;
+pub mod strided;
+pub mod threads;
+
+use crate::{DType, WithDType};
+use half::{bf16, f16};
+
+/// A typed CPU buffer.
+#[derive(Clone, Debug)]
+pub enum CpuStorage {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I64(Vec<i64>),
+    U8(Vec<u8>),
+    Bool(Vec<bool>),
+}
+
+/// Apply an expression to the inner `Vec` of whatever variant a `CpuStorage` is.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_cpu {
+    ($s:expr, $v:ident => $e:expr) => {
+        match $s {
+            $crate::backend::cpu::CpuStorage::F32($v) => $e,
+            $crate::backend::cpu::CpuStorage::F64($v) => $e,
+            $crate::backend::cpu::CpuStorage::F16($v) => $e,
+            $crate::backend::cpu::CpuStorage::BF16($v) => $e,
+            $crate::backend::cpu::CpuStorage::I64($v) => $e,
+            $crate::backend::cpu::CpuStorage::U8($v) => $e,
+            $crate::backend::cpu::CpuStorage::Bool($v) => $e,
+        }
+    };
+}
+
+impl CpuStorage {
+    pub fn dtype(&self) -> DType {
+        match self {
+            CpuStorage::F32(_) => DType::F32,
+            CpuStorage::F64(_) => DType::F64,
+            CpuStorage::F16(_) => DType::F16,
+            CpuStorage::BF16(_) => DType::BF16,
+            CpuStorage::I64(_) => DType::I64,
+            CpuStorage::U8(_) => DType::U8,
+            CpuStorage::Bool(_) => DType::Bool,
+        }
+    }
+    pub fn len(&self) -> usize {
+        with_cpu!(self, v => v.len())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A zero-filled buffer.
+    pub fn zeros(dtype: DType, n: usize) -> CpuStorage {
+        match dtype {
+            DType::F32 => CpuStorage::F32(vec![0.0; n]),
+            DType::F64 => CpuStorage::F64(vec![0.0; n]),
+            DType::F16 => CpuStorage::F16(vec![f16::ZERO; n]),
+            DType::BF16 => CpuStorage::BF16(vec![bf16::ZERO; n]),
+            DType::I64 => CpuStorage::I64(vec![0; n]),
+            DType::U8 => CpuStorage::U8(vec![0; n]),
+            DType::Bool => CpuStorage::Bool(vec![false; n]),
+        }
+    }
+
+    /// Build a buffer of `dtype` from f64 values (creation ops, conversions).
+    pub fn from_f64_iter(dtype: DType, it: impl Iterator<Item = f64>) -> CpuStorage {
+        fn col<T: WithDType>(it: impl Iterator<Item = f64>) -> Vec<T> {
+            it.map(T::from_f64).collect()
+        }
+        match dtype {
+            DType::F32 => CpuStorage::F32(col(it)),
+            DType::F64 => CpuStorage::F64(col(it)),
+            DType::F16 => CpuStorage::F16(col(it)),
+            DType::BF16 => CpuStorage::BF16(col(it)),
+            DType::I64 => CpuStorage::I64(col(it)),
+            DType::U8 => CpuStorage::U8(col(it)),
+            DType::Bool => CpuStorage::Bool(col(it)),
+        }
+    }
+}
+
+/// Element types that have a `CpuStorage` variant: lets generic code wrap and unwrap buffers.
+pub trait CpuDType: WithDType {
+    fn wrap(v: Vec<Self>) -> CpuStorage;
+    fn slice(s: &CpuStorage) -> Option<&[Self]>;
+    fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]>;
+}
+
+macro_rules! cpu_dtype {
+    ($t:ty, $v:ident) => {
+        impl CpuDType for $t {
+            fn wrap(v: Vec<Self>) -> CpuStorage {
+                CpuStorage::$v(v)
+            }
+            fn slice(s: &CpuStorage) -> Option<&[Self]> {
+                match s {
+                    CpuStorage::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> {
+                match s {
+                    CpuStorage::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+cpu_dtype!(f32, F32);
+cpu_dtype!(f64, F64);
+cpu_dtype!(f16, F16);
+cpu_dtype!(bf16, BF16);
+cpu_dtype!(i64, I64);
+cpu_dtype!(u8, U8);
+cpu_dtype!(bool, Bool);

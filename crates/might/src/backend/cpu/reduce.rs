@@ -1,0 +1,216 @@
+//! Reductions over any set of dims of a strided tensor.
+//!
+//! The output is contiguous over the kept dims. Two loop shapes cover the cases that matter:
+//! - reduced dims innermost ("row" reductions: softmax, mean over features): each output walks
+//!   its reduced block with a `RowPlan`, contiguous rows use an 8-lane accumulator;
+//! - reduced dims outermost on a contiguous tensor (bias gradients, batch sums): whole rows are
+//!   folded into the output vector, a vectorisable loop.
+
+use super::strided::RowPlan;
+use super::threads;
+use crate::Layout;
+use rayon::prelude::*;
+
+/// How to fold elements into an accumulator. `idx` is the position of the element in the
+/// flattened reduced block (the index along the dim for single-dim reductions).
+pub trait Reducer<T>: Sync {
+    type Acc: Copy + Send + Sync;
+    fn init(&self) -> Self::Acc;
+    fn step(&self, acc: Self::Acc, x: T, idx: usize) -> Self::Acc;
+    /// Fold a contiguous run starting at block position `idx0`. Override to vectorise.
+    #[inline]
+    fn row(&self, mut acc: Self::Acc, xs: &[T], idx0: usize) -> Self::Acc
+    where
+        T: Copy,
+    {
+        for (j, &x) in xs.iter().enumerate() {
+            acc = self.step(acc, x, idx0 + j);
+        }
+        acc
+    }
+}
+
+/// Reduce over the dims flagged in `reduced`; returns one accumulator per kept position.
+pub fn reduce<T, R>(src: &[T], layout: &Layout, reduced: &[bool], r: &R) -> Vec<R::Acc>
+where
+    T: Copy + Sync,
+    R: Reducer<T>,
+{
+    let dims = layout.dims();
+    let strides = layout.strides();
+    let (mut kd, mut ks, mut rd, mut rs) = (vec![], vec![], vec![], vec![]);
+    for i in 0..dims.len() {
+        if reduced[i] {
+            rd.push(dims[i]);
+            rs.push(strides[i]);
+        } else {
+            kd.push(dims[i]);
+            ks.push(strides[i]);
+        }
+    }
+    let n_out: usize = kd.iter().product();
+    let n_red: usize = rd.iter().product();
+
+    // Leading-dims fast path: contiguous input, every reduced dim before every kept dim.
+    let first_kept = reduced.iter().position(|&b| !b).unwrap_or(dims.len());
+    let leading = reduced[first_kept..].iter().all(|&b| !b);
+    if leading && layout.is_contiguous() && n_out > 1 && n_red > 1 {
+        let base = &src[layout.offset()..layout.offset() + layout.numel()];
+        let fold_cols = |out: &mut [R::Acc], j0: usize| {
+            for (i, row) in base.chunks_exact(n_out).enumerate() {
+                let n = out.len();
+                for (y, &x) in out.iter_mut().zip(&row[j0..j0 + n]) {
+                    *y = r.step(*y, x, i);
+                }
+            }
+        };
+        let mut out = vec![r.init(); n_out];
+        if threads::parallel(layout.numel()) && n_out >= 64 {
+            let chunk = n_out.div_ceil(threads::get_num_threads()).max(16);
+            threads::install(|| {
+                out.par_chunks_mut(chunk)
+                    .enumerate()
+                    .for_each(|(c, o)| fold_cols(o, c * chunk))
+            });
+        } else {
+            fold_cols(&mut out, 0);
+        }
+        return out;
+    }
+
+    let inner = RowPlan::new(&rd, [&rs]);
+    let fold_one = |base: usize| -> R::Acc {
+        let mut acc = r.init();
+        let mut idx = 0;
+        let st = inner.inner[0];
+        inner.for_each_row([base], 0..inner.rows, |[o]| {
+            if st == 1 {
+                acc = r.row(acc, &src[o..o + inner.len], idx);
+            } else {
+                for j in 0..inner.len {
+                    acc = r.step(acc, src[o + j * st], idx + j);
+                }
+            }
+            idx += inner.len;
+        });
+        acc
+    };
+    let outer = RowPlan::new(&kd, [&ks]);
+    let mut bases = Vec::with_capacity(n_out);
+    outer.for_each_offset([layout.offset()], |[o]| bases.push(o));
+    if n_out == 0 {
+        return vec![];
+    }
+    if threads::parallel(layout.numel()) && n_out > 1 {
+        threads::install(|| {
+            bases
+                .par_iter()
+                .with_min_len(1)
+                .map(|&b| fold_one(b))
+                .collect()
+        })
+    } else {
+        bases.iter().map(|&b| fold_one(b)).collect()
+    }
+}
+
+/// Sum with an 8-lane accumulator on contiguous rows (vectorised, and more accurate than a
+/// single running sum).
+pub struct Sum;
+
+macro_rules! float_sum {
+    ($t:ty) => {
+        impl Reducer<$t> for Sum {
+            type Acc = $t;
+            fn init(&self) -> $t {
+                0.0
+            }
+            #[inline(always)]
+            fn step(&self, acc: $t, x: $t, _: usize) -> $t {
+                acc + x
+            }
+            #[inline]
+            fn row(&self, acc: $t, xs: &[$t], _: usize) -> $t {
+                let mut lanes = [0.0 as $t; 8];
+                let chunks = xs.chunks_exact(8);
+                let tail = chunks.remainder();
+                for c in chunks {
+                    for k in 0..8 {
+                        lanes[k] += c[k];
+                    }
+                }
+                let mut s = acc;
+                for l in lanes {
+                    s += l;
+                }
+                for &x in tail {
+                    s += x;
+                }
+                s
+            }
+        }
+    };
+}
+float_sum!(f32);
+float_sum!(f64);
+
+impl Reducer<i64> for Sum {
+    type Acc = i64;
+    fn init(&self) -> i64 {
+        0
+    }
+    fn step(&self, acc: i64, x: i64, _: usize) -> i64 {
+        acc.wrapping_add(x)
+    }
+}
+
+/// Generic fold from a closure (prod, all, any...).
+pub struct Fold<A, F> {
+    pub init: A,
+    pub f: F,
+}
+
+impl<T, A: Copy + Send + Sync, F: Fn(A, T) -> A + Sync> Reducer<T> for Fold<A, F> {
+    type Acc = A;
+    fn init(&self) -> A {
+        self.init
+    }
+    #[inline(always)]
+    fn step(&self, acc: A, x: T, _: usize) -> A {
+        (self.f)(acc, x)
+    }
+}
+
+/// Max or min with the index of the first extreme element. NaN wins (as in PyTorch).
+pub struct ArgExt {
+    pub max: bool,
+}
+
+impl<T: Copy + PartialOrd + Send + Sync> Reducer<T> for ArgExt
+where
+    Option<T>: Copy,
+{
+    type Acc = (Option<T>, usize);
+    fn init(&self) -> Self::Acc {
+        (None, 0)
+    }
+    #[inline(always)]
+    fn step(&self, acc: Self::Acc, x: T, idx: usize) -> Self::Acc {
+        match acc.0 {
+            None => (Some(x), idx),
+            Some(best) => {
+                #[allow(clippy::eq_op)]
+                let x_nan = x != x;
+                #[allow(clippy::eq_op)]
+                let best_nan = best != best;
+                if best_nan {
+                    acc
+                } else if x_nan || (self.max && x > best) || (!self.max && x < best) {
+                    (Some(x), idx)
+                } else {
+                    acc
+                }
+            }
+        }
+    }
+}

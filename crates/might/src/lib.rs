@@ -1,0 +1,37 @@
+//! # might — tensor is the might
+//!
+//! A small, fast tensor library for training and running neural networks, in Rust.
+//!
+//! Layers, one direction only: `nn` / `optim` / `io` / `data` → `autograd` → `ops` →
+//! `backend::cpu` → tensor core (`shape`, `layout`, `dtype`, `storage`, `device`, `error`).
+//!
+//! ```
+//! use might::{Tensor, DType};
+//! let a = Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], [2, 3])?;
+//! let b = a.t()?;                       // a view: no copy
+//! let c = a.matmul(&b)?;                // [2, 2]
+//! assert_eq!(c.to_vec::<f32>()?, vec![14., 32., 32., 77.]);
+//! # Ok::<(), might::Error>(())
+//! ```
+
+pub mod autograd;
+pub mod backend;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod layout;
+pub mod ops;
+pub mod shape;
+pub mod storage;
+pub mod tensor;
+
+pub use autograd::{no_grad, set_grad_enabled};
+pub use backend::cpu::threads::{get_num_threads, set_num_threads};
+pub use device::Device;
+pub use dtype::{DType, WithDType};
+pub use error::{Error, ErrorKind, Result};
+pub use layout::Layout;
+pub use shape::{broadcast_shapes, strict_broadcast, Shape};
+pub use storage::Storage;
+pub use tensor::random::{manual_seed, Generator};
+pub use tensor::{Tensor, TensorId};

@@ -1,0 +1,1 @@
+//! Convolution and pooling (filled in by the conv work).

@@ -1,0 +1,118 @@
+//! `matmul` with `torch.matmul` semantics (1-D promotion, broadcast batch dims) and its backward.
+
+use crate::backend::cpu::matmul::matmul as gemm_matmul;
+use crate::backend::cpu::CpuStorage as S;
+use crate::shape::broadcast_shapes;
+use crate::{DType, Error, Result, Shape, Tensor};
+
+impl Tensor {
+    /// Matrix product following `torch.matmul`: 1-D operands are promoted to matrices (and the
+    /// added dim removed afterwards), leading dims broadcast as batch dims. Strided operands
+    /// (e.g. transposed views) go to the GEMM as they are, without a copy.
+    #[track_caller]
+    pub fn matmul(&self, rhs: &Tensor) -> Result<Tensor> {
+        let (ra, rb) = (self.rank(), rhs.rank());
+        if ra == 0 || rb == 0 {
+            return Err(Error::shape(
+                "matmul",
+                format!(
+                    "both arguments need at least 1 dim: lhs {} vs rhs {}",
+                    self.shape(),
+                    rhs.shape()
+                ),
+            ));
+        }
+        match (ra, rb) {
+            (1, 1) => self
+                .unsqueeze(0)?
+                .matmul_nd(&rhs.unsqueeze(1)?, self, rhs)?
+                .reshape(()),
+            (1, _) => self.unsqueeze(0)?.matmul_nd(rhs, self, rhs)?.squeeze(-2),
+            (_, 1) => self.matmul_nd(&rhs.unsqueeze(1)?, self, rhs)?.squeeze(-1),
+            _ => self.matmul_nd(rhs, self, rhs),
+        }
+    }
+
+    /// Both operands have rank >= 2. `orig_*` are only for error messages.
+    #[track_caller]
+    fn matmul_nd(&self, rhs: &Tensor, orig_a: &Tensor, orig_b: &Tensor) -> Result<Tensor> {
+        let (ra, rb) = (self.rank(), rhs.rank());
+        let (m, k) = (self.dims()[ra - 2], self.dims()[ra - 1]);
+        let (k2, n) = (rhs.dims()[rb - 2], rhs.dims()[rb - 1]);
+        if k != k2 {
+            return Err(Error::shape(
+                "matmul",
+                format!(
+                    "inner dimensions differ: lhs {} vs rhs {}",
+                    orig_a.shape(),
+                    orig_b.shape()
+                ),
+            ));
+        }
+        self.check_same_dtype("matmul", rhs)?;
+        let batch = broadcast_shapes(
+            "matmul",
+            &Shape(self.dims()[..ra - 2].to_vec()),
+            &Shape(rhs.dims()[..rb - 2].to_vec()),
+        )
+        .map_err(|_| {
+            Error::shape(
+                "matmul",
+                format!(
+                    "batch dimensions cannot be broadcast: lhs {} vs rhs {}",
+                    orig_a.shape(),
+                    orig_b.shape()
+                ),
+            )
+        })?;
+        let mut sa = batch.0.clone();
+        sa.extend([m, k]);
+        let mut sb = batch.0.clone();
+        sb.extend([k, n]);
+        let mut so = batch.0.clone();
+        so.extend([m, n]);
+        let la = self.layout().broadcast_as("matmul", &Shape(sa))?;
+        let lb = rhs.layout().broadcast_as("matmul", &Shape(sb))?;
+        let (a, b) = (self.storage(), rhs.storage());
+        let out = match (a.cpu(), b.cpu()) {
+            (S::F32(u), S::F32(v)) => S::F32(gemm_matmul(u, &la, v, &lb)),
+            (S::F64(u), S::F64(v)) => S::F64(gemm_matmul(u, &la, v, &lb)),
+            (S::F16(u), S::F16(v)) => S::F16(gemm_matmul(u, &la, v, &lb)),
+            (S::BF16(_), S::BF16(_)) => {
+                drop((a, b));
+                // bf16: accumulate in f32
+                return self
+                    .to_dtype(DType::F32)?
+                    .matmul_nd(&rhs.to_dtype(DType::F32)?, orig_a, orig_b)?
+                    .to_dtype(DType::BF16);
+            }
+            _ => {
+                return Err(Error::dtype(
+                    "matmul",
+                    format!(
+                        "not supported for dtype {} (use a float dtype)",
+                        self.dtype()
+                    ),
+                ))
+            }
+        };
+        drop((a, b));
+        let out = Tensor::from_cpu(out, so);
+        let (x, w) = (self.clone(), rhs.clone());
+        Ok(out.record("MmBackward", &[self, rhs], move || {
+            Box::new(move |g| {
+                let ga = if x.requires_grad() {
+                    Some(g.matmul(&w.transpose(-2, -1)?)?.sum_to(x.shape())?)
+                } else {
+                    None
+                };
+                let gb = if w.requires_grad() {
+                    Some(x.transpose(-2, -1)?.matmul(g)?.sum_to(w.shape())?)
+                } else {
+                    None
+                };
+                Ok(vec![ga, gb])
+            })
+        }))
+    }
+}

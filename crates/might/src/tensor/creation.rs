@@ -1,0 +1,184 @@
+//! Creation ops: constants, ranges, identity and random tensors.
+
+use super::random::with_global;
+use crate::backend::cpu::CpuStorage;
+use crate::{DType, Error, Result, Shape, Tensor};
+
+#[track_caller]
+fn checked(op: &str, shape: impl Into<Shape>) -> Result<Shape> {
+    let shape = shape.into();
+    match shape.checked_numel() {
+        Some(n) if n <= isize::MAX as usize / 8 => Ok(shape),
+        _ => Err(Error::shape(
+            op,
+            format!("shape {shape} has too many elements"),
+        )),
+    }
+}
+
+impl Tensor {
+    /// A tensor filled with zeros.
+    #[track_caller]
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        let shape = checked("zeros", shape)?;
+        Ok(Tensor::from_cpu(
+            CpuStorage::zeros(dtype, shape.numel()),
+            shape,
+        ))
+    }
+
+    /// A tensor filled with ones.
+    #[track_caller]
+    pub fn ones(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::full(shape, 1.0, dtype)
+    }
+
+    /// A tensor filled with `value` (converted to `dtype`).
+    #[track_caller]
+    pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
+        let shape = checked("full", shape)?;
+        let n = shape.numel();
+        Ok(Tensor::from_cpu(
+            CpuStorage::from_f64_iter(dtype, std::iter::repeat_n(value, n)),
+            shape,
+        ))
+    }
+
+    pub fn zeros_like(t: &Tensor) -> Result<Tensor> {
+        Tensor::zeros(t.shape(), t.dtype())
+    }
+    pub fn ones_like(t: &Tensor) -> Result<Tensor> {
+        Tensor::ones(t.shape(), t.dtype())
+    }
+    pub fn full_like(t: &Tensor, value: f64) -> Result<Tensor> {
+        Tensor::full(t.shape(), value, t.dtype())
+    }
+    pub fn rand_like(t: &Tensor) -> Result<Tensor> {
+        Tensor::rand(t.shape(), t.dtype())
+    }
+    pub fn randn_like(t: &Tensor) -> Result<Tensor> {
+        Tensor::randn(t.shape(), t.dtype())
+    }
+
+    /// `start, start+step, ...` below `end` (like `torch.arange`).
+    #[track_caller]
+    pub fn arange(start: f64, end: f64, step: f64, dtype: DType) -> Result<Tensor> {
+        if step == 0.0 || !step.is_finite() || !start.is_finite() || !end.is_finite() {
+            return Err(Error::invalid(
+                "arange",
+                format!("invalid range start={start} end={end} step={step}"),
+            ));
+        }
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let shape = checked("arange", [n])?;
+        Ok(Tensor::from_cpu(
+            CpuStorage::from_f64_iter(dtype, (0..n).map(|i| start + i as f64 * step)),
+            shape,
+        ))
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive.
+    #[track_caller]
+    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType) -> Result<Tensor> {
+        let shape = checked("linspace", [steps])?;
+        let step = if steps > 1 {
+            (end - start) / (steps - 1) as f64
+        } else {
+            0.0
+        };
+        Ok(Tensor::from_cpu(
+            CpuStorage::from_f64_iter(
+                dtype,
+                (0..steps).map(|i| {
+                    if steps > 1 && i == steps - 1 {
+                        end
+                    } else {
+                        start + i as f64 * step
+                    }
+                }),
+            ),
+            shape,
+        ))
+    }
+
+    /// The n×n identity matrix.
+    #[track_caller]
+    pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
+        let shape = checked("eye", [n, n])?;
+        Ok(Tensor::from_cpu(
+            CpuStorage::from_f64_iter(
+                dtype,
+                (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 }),
+            ),
+            shape,
+        ))
+    }
+
+    /// Uniform samples in [0, 1) from the global generator (`manual_seed`).
+    #[track_caller]
+    pub fn rand(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::uniform(shape, 0.0, 1.0, dtype)
+    }
+
+    /// Uniform samples in [low, high).
+    #[track_caller]
+    pub fn uniform(shape: impl Into<Shape>, low: f64, high: f64, dtype: DType) -> Result<Tensor> {
+        let shape = checked("rand", shape)?;
+        let n = shape.numel();
+        let data = with_global(|g| {
+            if dtype == DType::F64 {
+                CpuStorage::F64((0..n).map(|_| low + (high - low) * g.next_f64()).collect())
+            } else {
+                let v = (0..n).map(|_| low + (high - low) * g.next_f32() as f64);
+                CpuStorage::from_f64_iter(dtype, v)
+            }
+        });
+        Ok(Tensor::from_cpu(data, shape))
+    }
+
+    /// Standard normal samples from the global generator.
+    #[track_caller]
+    pub fn randn(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::normal(shape, 0.0, 1.0, dtype)
+    }
+
+    /// Normal samples with the given mean and standard deviation.
+    #[track_caller]
+    pub fn normal(shape: impl Into<Shape>, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
+        let shape = checked("randn", shape)?;
+        let n = shape.numel();
+        let data = with_global(|g| {
+            CpuStorage::from_f64_iter(dtype, (0..n).map(|_| mean + std * g.next_normal()))
+        });
+        Ok(Tensor::from_cpu(data, shape))
+    }
+
+    /// Uniform integers in [low, high) as int64 (`torch.randint`).
+    #[track_caller]
+    pub fn rand_int(low: i64, high: i64, shape: impl Into<Shape>) -> Result<Tensor> {
+        if high <= low {
+            return Err(Error::invalid(
+                "rand_int",
+                format!("empty range [{low}, {high})"),
+            ));
+        }
+        let shape = checked("rand_int", shape)?;
+        let n = shape.numel();
+        let span = (high as i128 - low as i128) as u64;
+        let data = with_global(|g| {
+            (0..n)
+                .map(|_| low + g.below(span) as i64)
+                .collect::<Vec<_>>()
+        });
+        Ok(Tensor::from_cpu(CpuStorage::I64(data), shape))
+    }
+
+    /// A random permutation of `0..n` as int64 (`torch.randperm`).
+    pub fn randperm(n: usize) -> Tensor {
+        let p = with_global(|g| g.permutation(n));
+        Tensor::from_cpu(
+            CpuStorage::I64(p.into_iter().map(|v| v as i64).collect()),
+            [n],
+        )
+    }
+}

@@ -1,0 +1,278 @@
+//! `Tensor`: a cheap-to-clone handle to reference-counted storage seen through a `Layout`.
+//!
+//! Cloning a tensor or taking a view shares the storage; the buffer is freed when the last
+//! handle goes. Autograd state (the node that produced the tensor, the accumulated `.grad` of a
+//! leaf) rides along in the same allocation.
+
+mod creation;
+mod display;
+pub mod random;
+mod view;
+
+pub use view::{Infer, ShapeSpec};
+
+use crate::autograd::Node;
+use crate::backend::cpu::{CpuDType, CpuStorage};
+use crate::{DType, Device, Error, Layout, Result, Shape, Storage};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Unique id of a tensor handle (views get their own ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(u64);
+
+impl TensorId {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        TensorId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+pub(crate) struct TensorImpl {
+    pub(crate) id: TensorId,
+    pub(crate) storage: Arc<RwLock<Storage>>,
+    pub(crate) layout: Layout,
+    pub(crate) dtype: DType,
+    pub(crate) device: Device,
+    pub(crate) requires_grad: AtomicBool,
+    /// How this tensor was computed (None for leaves and for tensors outside the graph).
+    pub(crate) node: Mutex<Option<Arc<Node>>>,
+    /// Accumulated gradient (leaves).
+    pub(crate) grad: Mutex<Option<Tensor>>,
+}
+
+/// An N-dimensional array with autograd. See the crate docs for an overview.
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<TensorImpl>);
+
+impl Tensor {
+    /// Wrap storage + layout into a new tensor outside the autograd graph.
+    pub(crate) fn from_parts(storage: Arc<RwLock<Storage>>, layout: Layout) -> Tensor {
+        let (dtype, device) = {
+            let s = storage.read().unwrap();
+            (s.dtype(), s.device())
+        };
+        Tensor(Arc::new(TensorImpl {
+            id: TensorId::new(),
+            storage,
+            layout,
+            dtype,
+            device,
+            requires_grad: AtomicBool::new(false),
+            node: Mutex::new(None),
+            grad: Mutex::new(None),
+        }))
+    }
+
+    /// A fresh contiguous tensor owning `storage`.
+    pub(crate) fn from_storage(storage: Storage, shape: impl Into<Shape>) -> Tensor {
+        Tensor::from_parts(Arc::new(RwLock::new(storage)), Layout::contiguous(shape))
+    }
+
+    pub(crate) fn from_cpu(storage: CpuStorage, shape: impl Into<Shape>) -> Tensor {
+        Tensor::from_storage(Storage::Cpu(storage), shape)
+    }
+
+    /// A view of the same storage with another layout (no autograd recording).
+    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
+        Tensor::from_parts(self.0.storage.clone(), layout)
+    }
+
+    /// Build a tensor from a `Vec` and a shape: `Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])`.
+    #[track_caller]
+    pub fn from_vec<T: CpuDType>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        if shape.checked_numel() != Some(data.len()) {
+            return Err(Error::shape(
+                "from_vec",
+                format!(
+                    "{} elements cannot have shape {shape} ({} elements)",
+                    data.len(),
+                    shape
+                        .checked_numel()
+                        .map_or("overflow".into(), |n| n.to_string())
+                ),
+            ));
+        }
+        Ok(Tensor::from_cpu(T::wrap(data), shape))
+    }
+
+    /// Like `from_vec`, copying from a slice.
+    #[track_caller]
+    pub fn from_slice<T: CpuDType>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
+        Tensor::from_vec(data.to_vec(), shape)
+    }
+
+    /// A 1-D tensor from a slice (like `torch.tensor([..])`).
+    pub fn new<T: CpuDType>(data: &[T]) -> Tensor {
+        Tensor::from_cpu(T::wrap(data.to_vec()), [data.len()])
+    }
+
+    /// A 0-d tensor.
+    pub fn scalar<T: CpuDType>(v: T) -> Tensor {
+        Tensor::from_cpu(T::wrap(vec![v]), ())
+    }
+
+    pub fn id(&self) -> TensorId {
+        self.0.id
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+    pub fn shape(&self) -> &Shape {
+        &self.0.layout.shape
+    }
+    /// The sizes of each dim (PyTorch `size()`).
+    pub fn dims(&self) -> &[usize] {
+        self.0.layout.dims()
+    }
+    /// Size of one dim; negative counts from the end.
+    #[track_caller]
+    pub fn size(&self, dim: isize) -> Result<usize> {
+        let d = self.0.layout.dim("size", dim)?;
+        Ok(self.dims()[d])
+    }
+    pub fn rank(&self) -> usize {
+        self.dims().len()
+    }
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+    pub fn strides(&self) -> &[usize] {
+        self.0.layout.strides()
+    }
+    pub fn storage_offset(&self) -> usize {
+        self.0.layout.offset()
+    }
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+    /// Do two tensors share one buffer?
+    pub fn same_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    pub(crate) fn storage(&self) -> RwLockReadGuard<'_, Storage> {
+        self.0.storage.read().unwrap()
+    }
+    pub(crate) fn storage_mut(&self) -> RwLockWriteGuard<'_, Storage> {
+        self.0.storage.write().unwrap()
+    }
+
+    /// Read the elements (in logical order) as a `Vec<T>`; `T` must match the dtype.
+    #[track_caller]
+    pub fn to_vec<T: CpuDType>(&self) -> Result<Vec<T>> {
+        let s = self.storage();
+        let data = T::slice(s.cpu()).ok_or_else(|| {
+            Error::dtype(
+                "to_vec",
+                format!("tensor has dtype {}, asked for {}", self.dtype(), T::DTYPE),
+            )
+        })?;
+        Ok(crate::backend::cpu::elementwise::copy_contiguous(
+            data,
+            self.layout(),
+        ))
+    }
+
+    /// Elements converted to f64, whatever the dtype (handy for tests and printing).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        let s = self.storage();
+        crate::with_cpu!(s.cpu(), v => crate::backend::cpu::elementwise::unary_map(
+            v, self.layout(), |x| crate::WithDType::to_f64(x)))
+    }
+
+    /// The single element of a tensor with one element, as `T`.
+    #[track_caller]
+    pub fn to_scalar<T: CpuDType>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(Error::shape(
+                "to_scalar",
+                format!("expected one element, tensor has shape {}", self.shape()),
+            ));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// The single element as f64 (PyTorch `item()`).
+    #[track_caller]
+    pub fn item(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::shape(
+                "item",
+                format!("expected one element, tensor has shape {}", self.shape()),
+            ));
+        }
+        Ok(self.to_f64_vec()[0])
+    }
+
+    /// Nested `Vec`s for a 2-D tensor.
+    #[track_caller]
+    pub fn to_vec2<T: CpuDType>(&self) -> Result<Vec<Vec<T>>> {
+        if self.rank() != 2 {
+            return Err(Error::shape(
+                "to_vec2",
+                format!("expected a 2-d tensor, got shape {}", self.shape()),
+            ));
+        }
+        let v = self.to_vec::<T>()?;
+        let n = self.dims()[1];
+        Ok(if n == 0 {
+            vec![vec![]; self.dims()[0]]
+        } else {
+            v.chunks(n).map(|c| c.to_vec()).collect()
+        })
+    }
+
+    /// Move to a device (only the CPU exists today: a no-op share).
+    pub fn to_device(&self, device: Device) -> Result<Tensor> {
+        match device {
+            Device::Cpu => Ok(self.clone()),
+        }
+    }
+
+    #[track_caller]
+    pub(crate) fn check_same_dtype(&self, op: &str, other: &Tensor) -> Result<()> {
+        if self.dtype() != other.dtype() {
+            return Err(Error::dtype(
+                op,
+                format!(
+                    "dtypes differ: lhs {} {} vs rhs {} {}",
+                    self.dtype(),
+                    self.shape(),
+                    other.dtype(),
+                    other.shape()
+                ),
+            ));
+        }
+        if self.device() != other.device() {
+            return Err(Error::new(
+                crate::ErrorKind::Device,
+                op,
+                format!("devices differ: {} vs {}", self.device(), other.device()),
+            ));
+        }
+        Ok(())
+    }
+
+    #[track_caller]
+    pub(crate) fn check_float(&self, op: &str) -> Result<()> {
+        if !self.dtype().is_float() {
+            return Err(Error::dtype(
+                op,
+                format!(
+                    "expected a floating-point tensor, got {} with shape {}",
+                    self.dtype(),
+                    self.shape()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
