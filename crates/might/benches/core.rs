@@ -28,7 +28,14 @@ fn main() {
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let want = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
     println!("threads: {}", might::get_num_threads());
-    for (m, k, n) in [(256, 256, 256), (512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (64, 784, 128), (4096, 768, 3072)] {
+    for (m, k, n) in [
+        (256, 256, 256),
+        (512, 512, 512),
+        (1024, 1024, 1024),
+        (2048, 2048, 2048),
+        (64, 784, 128),
+        (4096, 768, 3072),
+    ] {
         let name = format!("matmul {m}x{k}x{n}");
         if !want(&name) {
             continue;
@@ -38,7 +45,10 @@ fn main() {
         let s = median_secs(|| {
             a.matmul(&b).unwrap();
         });
-        println!("{name:<28} {:8.1} GFLOP/s", 2.0 * (m * k * n) as f64 / s / 1e9);
+        println!(
+            "{name:<28} {:8.1} GFLOP/s",
+            2.0 * (m * k * n) as f64 / s / 1e9
+        );
     }
     for n in [1usize << 20, 1 << 24] {
         let a = Tensor::randn([n], DType::F32).unwrap();
@@ -46,12 +56,48 @@ fn main() {
         let tag = if n == 1 << 20 { "1M" } else { "16M" };
         let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
         let cases: Vec<(&str, usize, Box<dyn Fn()>)> = vec![
-            ("add", 3, Box::new(|| { a.add(&b).unwrap(); })),
-            ("relu", 2, Box::new(|| { a.relu().unwrap(); })),
-            ("exp", 2, Box::new(|| { a.exp().unwrap(); })),
-            ("gelu", 2, Box::new(|| { a.gelu().unwrap(); })),
-            ("sum", 1, Box::new(|| { a.sum_all().unwrap(); })),
-            ("softmax(rows of 1024)", 2, Box::new(|| { a.reshape([n / 1024, 1024]).unwrap().softmax(-1).unwrap(); })),
+            (
+                "add",
+                3,
+                Box::new(|| {
+                    a.add(&b).unwrap();
+                }),
+            ),
+            (
+                "relu",
+                2,
+                Box::new(|| {
+                    a.relu().unwrap();
+                }),
+            ),
+            (
+                "exp",
+                2,
+                Box::new(|| {
+                    a.exp().unwrap();
+                }),
+            ),
+            (
+                "gelu",
+                2,
+                Box::new(|| {
+                    a.gelu().unwrap();
+                }),
+            ),
+            (
+                "sum",
+                1,
+                Box::new(|| {
+                    a.sum_all().unwrap();
+                }),
+            ),
+            (
+                "softmax(rows of 1024)",
+                2,
+                Box::new(|| {
+                    a.reshape([n / 1024, 1024]).unwrap().softmax(-1).unwrap();
+                }),
+            ),
         ];
         for (name, passes, f) in cases {
             let full = format!("{name} {tag}");

@@ -31,7 +31,10 @@ fn every_binary_op_reports_both_shapes() {
         let msg = e.to_string();
         assert_eq!(e.kind, ErrorKind::Shape, "{name}: {msg}");
         assert!(msg.starts_with(&format!("{name}: ")), "{msg}");
-        assert!(msg.contains("[2, 3]") && msg.contains("[4, 2]"), "{name}: {msg}");
+        assert!(
+            msg.contains("[2, 3]") && msg.contains("[4, 2]"),
+            "{name}: {msg}"
+        );
         assert!(msg.contains("tests/errors.rs"), "location missing: {msg}");
     }
 }
@@ -39,12 +42,21 @@ fn every_binary_op_reports_both_shapes() {
 #[test]
 fn in_place_ops_refuse_bad_broadcasts() {
     let (a, b) = (z(&[2, 3]), z(&[3, 3]));
-    for r in [a.add_(&b).err(), a.sub_(&b).err(), a.mul_(&b).err(), a.div_(&b).err()] {
+    for r in [
+        a.add_(&b).err(),
+        a.sub_(&b).err(),
+        a.mul_(&b).err(),
+        a.div_(&b).err(),
+    ] {
         let msg = r.expect("must fail").to_string();
         assert!(msg.contains("[2, 3]") && msg.contains("[3, 3]"), "{msg}");
     }
     // expanded (stride 0) destinations are refused
-    let e = z(&[3]).broadcast_to([2, 3]).unwrap().add_(&z(&[2, 3])).unwrap_err();
+    let e = z(&[3])
+        .broadcast_to([2, 3])
+        .unwrap()
+        .add_(&z(&[2, 3]))
+        .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Layout);
 }
 
@@ -59,9 +71,16 @@ fn dtype_device_dim_and_index_errors() {
     assert_eq!(a.select(1, 3).unwrap_err().kind, ErrorKind::Index);
     let idx = Tensor::new(&[0i64, 5]);
     let e = a.index_select(1, &idx).unwrap_err();
-    assert!(e.to_string().contains("index 5 is out of bounds for size 3"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("index 5 is out of bounds for size 3"),
+        "{e}"
+    );
     assert_eq!(a.reshape([4, 2]).unwrap_err().kind, ErrorKind::Shape);
-    assert_eq!(Tensor::from_vec(vec![1f32, 2.], [3]).unwrap_err().kind, ErrorKind::Shape);
+    assert_eq!(
+        Tensor::from_vec(vec![1f32, 2.], [3]).unwrap_err().kind,
+        ErrorKind::Shape
+    );
     assert_eq!(a.to_vec::<f64>().unwrap_err().kind, ErrorKind::DType);
     assert_eq!(a.item().unwrap_err().kind, ErrorKind::Shape);
     assert!(Tensor::cat(&[z(&[2, 3]), z(&[2, 4])], 0).is_err());
@@ -75,7 +94,10 @@ fn dtype_device_dim_and_index_errors() {
     let w = z(&[2, 3]).with_requires_grad();
     let e = w.matmul(&z(&[3, 2])).unwrap().backward().unwrap_err();
     assert_eq!(e.kind, ErrorKind::Autograd);
-    assert!(w.add_(&a).is_err(), "in-place on a leaf requiring grad must fail outside no_grad");
+    assert!(
+        w.add_(&a).is_err(),
+        "in-place on a leaf requiring grad must fail outside no_grad"
+    );
     let _g = might::no_grad();
     assert!(w.add_(&a).is_ok());
 }

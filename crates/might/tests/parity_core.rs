@@ -5,12 +5,20 @@ use might::{DType, Result, Tensor};
 use serde_json::Value;
 
 fn fixture() -> Value {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/core.json");
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/core.json"
+    );
     serde_json::from_str(&std::fs::read_to_string(p).expect("fixture core.json")).unwrap()
 }
 
 fn shape(v: &Value) -> Vec<usize> {
-    v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect()
+    v["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect()
 }
 
 fn num(v: &Value) -> f64 {
@@ -42,7 +50,12 @@ fn as_transposed_view(t: &Tensor) -> Tensor {
 }
 
 fn dims(args: &Value) -> Vec<isize> {
-    args["dims"].as_array().unwrap().iter().map(|d| d.as_i64().unwrap() as isize).collect()
+    args["dims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_i64().unwrap() as isize)
+        .collect()
 }
 
 fn run(op: &str, a: &Value, x: &[Tensor]) -> Result<(Tensor, Option<Tensor>)> {
@@ -117,7 +130,12 @@ fn run(op: &str, a: &Value, x: &[Tensor]) -> Result<(Tensor, Option<Tensor>)> {
         "tril" => one(x[0].tril(a["diagonal"].as_i64().unwrap())),
         "triu" => one(x[0].triu(a["diagonal"].as_i64().unwrap())),
         "permute" => one(x[0].permute(&dims(a))),
-        "slice" => one(x[0].slice(int("dim"), int("start"), int("end"), a["step"].as_u64().unwrap() as usize)),
+        "slice" => one(x[0].slice(
+            int("dim"),
+            int("start"),
+            int("end"),
+            a["step"].as_u64().unwrap() as usize,
+        )),
         "select" => one(x[0].select(int("dim"), int("index"))),
         "expand" => one(x[0].expand(shape(a))),
         "reshape" => one(x[0].reshape(shape(a))),
@@ -128,10 +146,15 @@ fn run(op: &str, a: &Value, x: &[Tensor]) -> Result<(Tensor, Option<Tensor>)> {
 fn close(name: &str, what: &str, got: &Tensor, want: &Value) {
     let ws = shape(want);
     assert_eq!(got.dims(), ws.as_slice(), "{name}: {what} shape");
-    let w: Vec<f64> = want["data"].as_array().unwrap().iter().map(|v| match v {
-        Value::Bool(b) => *b as i64 as f64,
-        v => num(v),
-    }).collect();
+    let w: Vec<f64> = want["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| match v {
+            Value::Bool(b) => *b as i64 as f64,
+            v => num(v),
+        })
+        .collect();
     let g = got.to_f64_vec();
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-9 + 1e-7 * b.abs();
@@ -146,19 +169,48 @@ fn core_ops_match_pytorch() {
     let mut checked_grads = 0;
     for c in cases {
         let name = c["name"].as_str().unwrap();
-        let transposed: Vec<usize> = c["transposed"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
-        let wants_grad = c.get("grads").is_some();
-        let leaves: Vec<Tensor> = c["inputs"].as_array().unwrap().iter().map(|v| {
-            let t = decode(v);
-            if wants_grad && t.dtype() == DType::F64 { t.with_requires_grad() } else { t }
-        }).collect();
-        let xs: Vec<Tensor> = leaves.iter().enumerate()
-            .map(|(i, t)| if transposed.contains(&i) { as_transposed_view(t) } else { t.clone() })
+        let transposed: Vec<usize> = c["transposed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
             .collect();
-        if transposed.iter().any(|&i| xs[i].rank() >= 2 && xs[i].dims()[xs[i].rank() - 1] > 1) {
-            assert!(!xs[transposed[0]].is_contiguous() || xs[transposed[0]].numel() <= 1, "{name}");
+        let wants_grad = c.get("grads").is_some();
+        let leaves: Vec<Tensor> = c["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let t = decode(v);
+                if wants_grad && t.dtype() == DType::F64 {
+                    t.with_requires_grad()
+                } else {
+                    t
+                }
+            })
+            .collect();
+        let xs: Vec<Tensor> = leaves
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if transposed.contains(&i) {
+                    as_transposed_view(t)
+                } else {
+                    t.clone()
+                }
+            })
+            .collect();
+        if transposed
+            .iter()
+            .any(|&i| xs[i].rank() >= 2 && xs[i].dims()[xs[i].rank() - 1] > 1)
+        {
+            assert!(
+                !xs[transposed[0]].is_contiguous() || xs[transposed[0]].numel() <= 1,
+                "{name}"
+            );
         }
-        let (out, out2) = run(c["op"].as_str().unwrap(), &c["args"], &xs).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (out, out2) = run(c["op"].as_str().unwrap(), &c["args"], &xs)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         close(name, "output", &out, &c["output"]);
         if let (Some(o2), Some(w2)) = (out2, c.get("output2")) {
             close(name, "indices", &o2, w2);
@@ -167,16 +219,23 @@ fn core_ops_match_pytorch() {
             let n = out.numel();
             let w: Vec<f64> = (0..n).map(|i| 0.5 + ((i * 7) % 11) as f64 * 0.3).collect();
             let w = Tensor::from_vec(w, out.shape()).unwrap();
-            out.backward_with_grad(&w).unwrap_or_else(|e| panic!("{name}: {e}"));
+            out.backward_with_grad(&w)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             for (k, gw) in grads.as_array().unwrap().iter().enumerate() {
                 if gw.is_null() {
                     continue;
                 }
-                let g = leaves[k].grad().unwrap_or_else(|| Tensor::zeros(leaves[k].shape(), DType::F64).unwrap());
+                let g = leaves[k]
+                    .grad()
+                    .unwrap_or_else(|| Tensor::zeros(leaves[k].shape(), DType::F64).unwrap());
                 close(name, &format!("grad[{k}]"), &g, gw);
                 checked_grads += 1;
             }
         }
     }
-    assert!(cases.len() > 150 && checked_grads > 150, "{} cases, {checked_grads} grads", cases.len());
+    assert!(
+        cases.len() > 150 && checked_grads > 150,
+        "{} cases, {checked_grads} grads",
+        cases.len()
+    );
 }

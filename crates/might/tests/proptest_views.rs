@@ -14,10 +14,15 @@ struct NdRef {
 impl NdRef {
     fn new(shape: Vec<usize>) -> Self {
         let n = shape.iter().product();
-        NdRef { data: (0..n).map(|i| i as f64 * 0.5 - 3.0).collect(), shape }
+        NdRef {
+            data: (0..n).map(|i| i as f64 * 0.5 - 3.0).collect(),
+            shape,
+        }
     }
     fn index(&self, idx: &[usize]) -> usize {
-        idx.iter().zip(&self.shape).fold(0, |acc, (&i, &d)| acc * d + i)
+        idx.iter()
+            .zip(&self.shape)
+            .fold(0, |acc, (&i, &d)| acc * d + i)
     }
     fn get(&self, idx: &[usize]) -> f64 {
         self.data[self.index(idx)]

@@ -137,10 +137,22 @@ fn gradchecks() -> Result<()> {
 
 #[test]
 fn creation_and_rng_are_reproducible() -> Result<()> {
-    assert_eq!(Tensor::arange(0.0, 1.0, 0.25, DType::F64)?.to_vec::<f64>()?, vec![0., 0.25, 0.5, 0.75]);
-    assert_eq!(Tensor::linspace(-1.0, 1.0, 5, DType::F32)?.to_vec::<f32>()?, vec![-1., -0.5, 0., 0.5, 1.]);
-    assert_eq!(Tensor::eye(2, DType::I64)?.to_vec::<i64>()?, vec![1, 0, 0, 1]);
-    assert_eq!(Tensor::full([2], 7.0, DType::U8)?.to_vec::<u8>()?, vec![7, 7]);
+    assert_eq!(
+        Tensor::arange(0.0, 1.0, 0.25, DType::F64)?.to_vec::<f64>()?,
+        vec![0., 0.25, 0.5, 0.75]
+    );
+    assert_eq!(
+        Tensor::linspace(-1.0, 1.0, 5, DType::F32)?.to_vec::<f32>()?,
+        vec![-1., -0.5, 0., 0.5, 1.]
+    );
+    assert_eq!(
+        Tensor::eye(2, DType::I64)?.to_vec::<i64>()?,
+        vec![1, 0, 0, 1]
+    );
+    assert_eq!(
+        Tensor::full([2], 7.0, DType::U8)?.to_vec::<u8>()?,
+        vec![7, 7]
+    );
     might::manual_seed(42);
     let a = Tensor::randn([1000], DType::F64)?;
     might::manual_seed(42);
@@ -166,7 +178,9 @@ fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
         let back = a.to_dtype(dt)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
         match dt {
             DType::F32 | DType::F64 => assert_eq!(back, a.to_vec::<f32>()?),
-            DType::F16 | DType::BF16 => assert!((back[0] - 1.5).abs() < 1e-6 && (back[3] - 0.1).abs() < 1e-3),
+            DType::F16 | DType::BF16 => {
+                assert!((back[0] - 1.5).abs() < 1e-6 && (back[3] - 0.1).abs() < 1e-3)
+            }
             DType::I64 | DType::U8 => assert_eq!(back[0], 1.0),
             DType::Bool => assert_eq!(back, vec![1., 1., 1., 1.]),
         }
@@ -185,7 +199,10 @@ fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
     }
     // elementwise ops work on half types through f32
     let h = Tensor::from_vec(vec![1.0f32, 4.0], [2])?.to_dtype(DType::BF16)?;
-    assert_eq!(h.sqrt()?.to_dtype(DType::F32)?.to_vec::<f32>()?, vec![1.0, 2.0]);
+    assert_eq!(
+        h.sqrt()?.to_dtype(DType::F32)?.to_vec::<f32>()?,
+        vec![1.0, 2.0]
+    );
     Ok(())
 }
 
@@ -210,7 +227,10 @@ fn in_place_ops_write_through_views() -> Result<()> {
 fn chunk_split_squeeze_flatten_expand() -> Result<()> {
     let a = Tensor::arange(0.0, 10.0, 1.0, DType::F32)?;
     let parts = a.chunk(3, 0)?;
-    assert_eq!(parts.iter().map(|p| p.numel()).collect::<Vec<_>>(), vec![4, 4, 2]);
+    assert_eq!(
+        parts.iter().map(|p| p.numel()).collect::<Vec<_>>(),
+        vec![4, 4, 2]
+    );
     assert_eq!(parts[2].to_vec::<f32>()?, vec![8., 9.]);
     assert_eq!(a.split(5, 0)?.len(), 2);
     let b = a.reshape([2, 1, 5])?;
@@ -227,14 +247,23 @@ fn chunk_split_squeeze_flatten_expand() -> Result<()> {
 #[test]
 fn printing_like_pytorch() -> Result<()> {
     let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
-    assert_eq!(format!("{a}"), "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=float32)");
+    assert_eq!(
+        format!("{a}"),
+        "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=float32)"
+    );
     let b = Tensor::new(&[0.5f64, -1.25]);
-    assert_eq!(format!("{b}"), "tensor([ 0.5000, -1.2500], shape=[2], dtype=float64)");
+    assert_eq!(
+        format!("{b}"),
+        "tensor([ 0.5000, -1.2500], shape=[2], dtype=float64)"
+    );
     let big = Tensor::zeros([100, 100], DType::F32)?;
     let s = format!("{big}");
     assert!(s.contains("...") && s.len() < 1000, "{s}");
     let m = Tensor::new(&[1i64, 2]).eq(&Tensor::new(&[1i64, 3]))?;
-    assert_eq!(format!("{m}"), "tensor([ True, False], shape=[2], dtype=bool)");
+    assert_eq!(
+        format!("{m}"),
+        "tensor([ True, False], shape=[2], dtype=bool)"
+    );
     Ok(())
 }
 
