@@ -55,7 +55,8 @@ fn main() {
         let b = Tensor::randn([n], DType::F32).unwrap();
         let tag = if n == 1 << 20 { "1M" } else { "16M" };
         let gbs = |bytes: usize, s: f64| bytes as f64 / s / 1e9;
-        let cases: Vec<(&str, usize, Box<dyn Fn()>)> = vec![
+        type Case<'a> = (&'static str, usize, Box<dyn Fn() + 'a>);
+        let cases: Vec<Case> = vec![
             (
                 "add",
                 3,
@@ -104,7 +105,7 @@ fn main() {
             if !want(&full) {
                 continue;
             }
-            let s = median_secs(|| f());
+            let s = median_secs(f);
             println!("{full:<28} {:8.1} GB/s", gbs(passes * n * 4, s));
         }
     }

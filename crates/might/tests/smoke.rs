@@ -119,17 +119,17 @@ fn gradchecks() -> Result<()> {
         &[a.clone(), b.clone()],
         o,
     )?;
-    gradcheck(|x| x[0].softmax(1), &[a.clone()], o)?;
-    gradcheck(|x| x[0].log_softmax(0), &[a.clone()], o)?;
+    gradcheck(|x| x[0].softmax(1), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].log_softmax(0), std::slice::from_ref(&a), o)?;
     gradcheck(|x| x[0].matmul(&x[1]), &[a.clone(), b.clone()], o)?;
-    gradcheck(|x| x[0].t()?.matmul(&x[0]), &[a.clone()], o)?;
-    gradcheck(|x| Ok(x[0].max(1, false)?.0), &[a.clone()], o)?;
-    gradcheck(|x| x[0].var(1, 1, true), &[a.clone()], o)?;
-    gradcheck(|x| x[0].logsumexp(1, false), &[a.clone()], o)?;
-    gradcheck(|x| x[0].prod(1, false), &[a.clone()], o)?;
+    gradcheck(|x| x[0].t()?.matmul(&x[0]), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| Ok(x[0].max(1, false)?.0), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].var(1, 1, true), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].logsumexp(1, false), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].prod(1, false), std::slice::from_ref(&a), o)?;
     gradcheck(
         |x| Tensor::cat(&[x[0].clone(), x[0].slice(1, 0, 3, 2)?], 1),
-        &[a.clone()],
+        std::slice::from_ref(&a),
         o,
     )?;
     Ok(())
