@@ -319,7 +319,7 @@ fn check_against(file: &str, got: &[(String, Tensor)], exp: &Expected) {
     assert_eq!(got.len(), want.len(), "{file}: tensor count");
     for (name, t) in got {
         let (dtype, shape, values) = want.get(name).unwrap_or_else(|| panic!("{file}: unexpected {name}"));
-        assert_eq!(t.dtype().as_str(), dtype, "{file}:{name} dtype");
+        assert_eq!(t.dtype().as_str(), dtype.as_str(), "{file}:{name} dtype");
         assert_eq!(t.dims(), &shape[..], "{file}:{name} shape");
         let v = t.to_f64_vec();
         assert_eq!(v.len(), values.len());

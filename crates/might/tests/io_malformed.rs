@@ -130,7 +130,7 @@ fn npz_corpus() {
     let m = fails(npz::load_from_bytes(&bytes), "crc");
     assert!(m.contains("CRC"), "{m}");
     // An end record claiming 65535 entries in a tiny directory.
-    let mut eocd = b"PK\x05\x06\0\0\0\0\xff\xff\xff\xff".to_vec();
+    let mut eocd = b"PK\x05\x06\0\0\0\0\xfe\xff\xfe\xff".to_vec();
     eocd.extend(46u32.to_le_bytes());
     eocd.extend(0u32.to_le_bytes());
     eocd.extend(0u16.to_le_bytes());

@@ -131,7 +131,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         file_name.to_string_lossy(),
         std::process::id()
     ));
-    let result = (|| {
+    let result = (|| -> Result<()> {
         let mut f = std::fs::File::create(&tmp).map_err(|e| io("cannot create temp file for", e))?;
         f.write_all(bytes).map_err(|e| io("cannot write", e))?;
         f.sync_all().map_err(|e| io("cannot fsync", e))?;

@@ -85,9 +85,10 @@ pub(crate) enum Value {
     None,
     Bool(bool),
     Int(i64),
-    Float(f64),
+    /// Floats and byte strings carry nothing a tensor needs: only their kind is kept.
+    Float,
     Str(String),
-    Bytes(Vec<u8>),
+    Bytes,
     List(Obj),
     Tuple(Obj),
     Dict(Obj),
@@ -102,9 +103,9 @@ impl Value {
             Value::None => "None",
             Value::Bool(_) => "bool",
             Value::Int(_) => "int",
-            Value::Float(_) => "float",
+            Value::Float => "float",
             Value::Str(_) => "str",
-            Value::Bytes(_) => "bytes",
+            Value::Bytes => "bytes",
             Value::List(_) => "list",
             Value::Tuple(_) => "tuple",
             Value::Dict(_) => "dict",
@@ -196,7 +197,7 @@ impl Vm<'_> {
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
-    fn len(&mut self, n: u64) -> Result<usize> {
+    fn to_len(n: u64) -> Result<usize> {
         usize::try_from(n).map_err(|_| err("length does not fit in memory"))
     }
     fn utf8(&mut self, n: usize) -> Result<String> {
@@ -341,15 +342,13 @@ impl Vm<'_> {
                 }
                 0x8b => {
                     let n = self.u32()? as u64;
-                    let n = self.len(n)?;
+                    let n = Self::to_len(n)?;
                     let v = Self::int_bytes(self.bytes(n)?)?;
                     self.push(Value::Int(v))?;
                 }
                 b'G' => {
-                    let b = self.bytes(8)?;
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(b);
-                    self.push(Value::Float(f64::from_be_bytes(a)))?;
+                    self.bytes(8)?;
+                    self.push(Value::Float)?;
                 }
                 b'X' => {
                     let n = self.u32()? as usize;
@@ -363,25 +362,25 @@ impl Vm<'_> {
                 }
                 0x8d => {
                     let n = self.u64()?;
-                    let n = self.len(n)?;
+                    let n = Self::to_len(n)?;
                     let s = self.utf8(n)?;
                     self.push(Value::Str(s))?;
                 }
                 b'U' | b'C' => {
                     let n = self.u8()? as usize;
-                    let b = self.bytes(n)?.to_vec();
-                    self.push(Value::Bytes(b))?;
+                    self.bytes(n)?;
+                    self.push(Value::Bytes)?;
                 }
                 b'T' | b'B' => {
                     let n = self.u32()? as usize;
-                    let b = self.bytes(n)?.to_vec();
-                    self.push(Value::Bytes(b))?;
+                    self.bytes(n)?;
+                    self.push(Value::Bytes)?;
                 }
                 0x8e => {
                     let n = self.u64()?;
-                    let n = self.len(n)?;
-                    let b = self.bytes(n)?.to_vec();
-                    self.push(Value::Bytes(b))?;
+                    let n = Self::to_len(n)?;
+                    self.bytes(n)?;
+                    self.push(Value::Bytes)?;
                 }
                 b'q' => {
                     let i = self.u8()? as u32;
@@ -565,11 +564,11 @@ fn persistent_load(pid: Value) -> Result<Value> {
 }
 
 fn reduce(func: Value, args: Value) -> Result<Value> {
-    let Value::Global(g) = func else {
+    let Value::Global(g) = &func else {
         return Err(err(format!("REDUCE on a {}, not an allowed global", func.kind())));
     };
     let args = tuple_items(&args, "REDUCE arguments")?;
-    match g {
+    match *g {
         Global::OrderedDict => {
             if !args.is_empty() {
                 return Err(err("OrderedDict(...) with arguments is not supported"));
