@@ -192,7 +192,7 @@ fn checkpoint_round_trip_is_atomic() {
     // A plain safetensors file is not a checkpoint.
     let q = dir.path().join("plain.safetensors");
     safetensors::save(&q, &ck.model, None).unwrap();
-    assert_eq!(checkpoint::load_checkpoint(&q).unwrap_err().kind, ErrorKind::Format);
+    assert_eq!(checkpoint::load_checkpoint(&q).err().unwrap().kind, ErrorKind::Format);
 }
 
 // ---------------------------------------------------------------- fixtures from PyTorch/NumPy
