@@ -19,6 +19,7 @@ pub mod backend;
 pub mod device;
 pub mod dtype;
 pub mod error;
+pub mod io;
 pub mod layout;
 pub mod ops;
 pub mod shape;
