@@ -20,6 +20,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod layout;
+pub mod nn;
 pub mod ops;
 pub mod shape;
 pub mod storage;
