@@ -392,7 +392,7 @@ fn mha_gradcheck_and_weights() -> Result<()> {
     let bi = Tensor::randn([12], DType::F64)?;
     let wo = Tensor::randn([4, 4], DType::F64)?;
     let bo = Tensor::randn([4], DType::F64)?;
-    let build = |i: &[Tensor]| {
+    let build = |i: &[Tensor]| -> Result<MultiheadAttention> {
         MultiheadAttention::from_weights(
             2,
             i[1].clone(),
@@ -443,7 +443,7 @@ fn init_functions_follow_pytorch_fans() -> Result<()> {
     init::normal(&w, 3.0, 0.0)?;
     assert!(w.to_f64_vec().iter().all(|&x| x == 3.0));
     init::uniform(&w, -1.0, -0.5)?;
-    assert!(w.to_f64_vec().iter().all(|&x| (-1.0..-0.5).contains(&x)));
+    assert!(w.to_f64_vec().iter().all(|&x| (-1.0..=-0.5).contains(&x)));
     let p = Tensor::zeros([3], DType::F32)?.with_requires_grad();
     init::ones(&p)?;
     assert_eq!(p.to_vec::<f32>()?, vec![1.0; 3]);

@@ -34,7 +34,6 @@ fn attention_probs(
     dropout_p: f64,
     is_causal: bool,
 ) -> Result<Tensor> {
-    const OP: &str = "scaled_dot_product_attention";
     let e = q.dims()[q.rank() - 1];
     let mut s = q
         .matmul(&k.transpose(-2, -1)?)?
@@ -48,7 +47,6 @@ fn attention_probs(
         s = s.add(m)?;
     }
     let p = s.softmax(-1)?;
-    let _ = OP;
     functional::dropout(&p, dropout_p, dropout_p > 0.0)
 }
 

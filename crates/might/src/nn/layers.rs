@@ -16,10 +16,8 @@ pub(crate) fn param(shape: &[usize], dtype: DType) -> Tensor {
 pub(crate) fn as_param(t: Tensor) -> Tensor {
     if t.is_leaf() {
         t.requires_grad_(true);
-        t
-    } else {
-        t
     }
+    t
 }
 
 /// `y = x Wᵀ + b` with `W: [out, in]`, `b: [out]` (PyTorch layout, so weights load as is).

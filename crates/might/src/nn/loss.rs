@@ -16,8 +16,7 @@ pub enum Reduction {
     None,
 }
 
-fn reduce(op: &str, l: Tensor, r: Reduction) -> Result<Tensor> {
-    let _ = op;
+fn reduce(l: Tensor, r: Reduction) -> Result<Tensor> {
     match r {
         Reduction::Mean => l.mean_all(),
         Reduction::Sum => l.sum_all(),
@@ -118,7 +117,7 @@ fn ce_forward<T: Real>(x: &[T], c: usize, target: &Target, eps: f64) -> Result<(
                             let q = (1.0 - eps) * q.d() + eps / c as f64;
                             q * (lse64 - v.d())
                         })
-                        .sum()
+                        .sum::<f64>()
                 }
                 _ => unreachable!(),
             };
@@ -163,7 +162,7 @@ fn ce_backward<T: Real>(
                 (Target::Prob(_), Some(p)) => {
                     let pr = &p[row * c..(row + 1) * c];
                     let q = |j: usize| keep * pr[j] + uni;
-                    let total: T = (0..c).map(q).sum();
+                    let total: T = (0..c).map(&q).sum();
                     for j in 0..c {
                         dr[j] = s * ((xr[j] - lse[row]).exp() * total - q(j));
                     }
@@ -203,7 +202,6 @@ pub fn cross_entropy(
     let mut row_shape = logits.dims().to_vec();
     row_shape.remove(cdim);
     let x = class_last(logits)?;
-    let eps = opts.label_smoothing;
     let tgt = if target.dtype() == DType::I64 {
         if target.dims() != row_shape.as_slice() {
             return Err(Error::shape(
@@ -411,14 +409,14 @@ fn check_pair(op: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 #[track_caller]
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     check_pair("mse_loss", input, target)?;
-    reduce("mse_loss", input.sub(target)?.square()?, reduction)
+    reduce(input.sub(target)?.square()?, reduction)
 }
 
 /// Mean absolute error `|input - target|`.
 #[track_caller]
 pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     check_pair("l1_loss", input, target)?;
-    reduce("l1_loss", input.sub(target)?.abs()?, reduction)
+    reduce(input.sub(target)?.abs()?, reduction)
 }
 
 /// Huber loss: `0.5·d²` for `|d| <= delta`, else `delta·(|d| - 0.5·delta)`.
@@ -441,7 +439,7 @@ pub fn huber_loss(
     let quad = d.square()?.mul_scalar(0.5)?;
     let lin = a.affine(delta, -0.5 * delta * delta)?;
     let l = Tensor::where_(&a.le_scalar(delta)?, &quad, &lin)?;
-    reduce("huber_loss", l, reduction)
+    reduce(l, reduction)
 }
 
 /// Binary cross-entropy on logits, computed stably as
@@ -465,5 +463,5 @@ pub fn binary_cross_entropy_with_logits(
             Ok(vec![Some(g.mul(&s)?), Some(g.mul(&xd.neg()?)?)])
         })
     });
-    reduce(OP, l, reduction)
+    reduce(l, reduction)
 }

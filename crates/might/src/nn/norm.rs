@@ -57,7 +57,11 @@ fn ln_typed<T: Real>(
     if let Some(b) = b {
         inputs.push(b);
     }
-    let (wshape, xshape) = (w.map(|w| w.shape().clone()), x.shape().clone());
+    let (wshape, bshape, xshape) = (
+        w.map(|w| w.shape().clone()),
+        b.map(|b| b.shape().clone()),
+        x.shape().clone(),
+    );
     Ok(out.record("NativeLayerNormBackward", &inputs, move || {
         Box::new(move |g: &Tensor| {
             let gv = g.to_vec::<T>()?;
@@ -69,8 +73,7 @@ fn ln_typed<T: Real>(
                 grads.push(Some(Tensor::from_vec(dw, wshape.clone().unwrap())?));
             }
             if has_b {
-                let s = wshape.clone().unwrap_or_else(|| [n].into());
-                grads.push(Some(Tensor::from_vec(db, s)?));
+                grads.push(Some(Tensor::from_vec(db, bshape.clone().unwrap())?));
             }
             Ok(grads)
         })
