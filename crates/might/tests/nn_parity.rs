@@ -9,8 +9,9 @@ use might::nn::functional::{
     CrossEntropyOptions, Reduction,
 };
 use might::nn::{
-    BatchNorm1d, BatchNorm2d, Embedding, LayerNorm, Linear, LogSoftmax, MhaConfig, Module,
-    MultiheadAttention, RMSNorm, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU,
+    AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Conv2dConfig,
+    Embedding, LayerNorm, Linear, LogSoftmax, MaxPool2d, MhaConfig, Module, MultiheadAttention,
+    RMSNorm, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU,
 };
 use might::{no_grad, DType, Result, Tensor};
 use serde_json::Value;
@@ -45,7 +46,10 @@ fn data(v: &Value) -> (Vec<f64>, Vec<usize>) {
 
 fn f32_tensor(v: &Value) -> Tensor {
     let (d, s) = data(v);
-    Tensor::from_vec(d, s).unwrap().to_dtype(DType::F32).unwrap()
+    Tensor::from_vec(d, s)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
 }
 
 fn i64_tensor(v: &Value) -> Tensor {
@@ -108,8 +112,7 @@ fn usizes(v: &Value) -> Vec<usize> {
         .collect()
 }
 
-/// The layer for a case, or `None` for kinds this file does not cover (conv layers live in
-/// their own test file).
+/// The layer for a case, or `None` for a kind this file does not know.
 fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
     let u = |k: &str| c[k].as_u64().unwrap() as usize;
     Ok(Some(match kind {
@@ -193,6 +196,26 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
             );
             Box::new(Func(Box::new(move |x| huber_loss(x, &t, d, r))))
         }
+        "conv2d" | "conv1d" => {
+            let cfg = Conv2dConfig {
+                stride: u("stride"),
+                padding: u("padding"),
+                dilation: u("dilation"),
+                groups: u("groups"),
+                bias: c["bias"].as_bool().unwrap(),
+            };
+            if kind == "conv2d" {
+                Box::new(Conv2d::new(u("in"), u("out"), u("k"), cfg)?)
+            } else {
+                Box::new(Conv1d::new(u("in"), u("out"), u("k"), cfg)?)
+            }
+        }
+        "maxpool2d" => Box::new(MaxPool2d::with_config(u("k"), u("stride"), u("padding"))),
+        "avgpool2d" => Box::new(AvgPool2d::with_config(u("k"), u("stride"), u("padding"))),
+        "adaptive_avgpool2d" => {
+            let o = usizes(&c["out"]);
+            Box::new(AdaptiveAvgPool2d::new([o[0], o[1]]))
+        }
         _ => return Ok(None),
     }))
 }
@@ -229,7 +252,9 @@ pub fn check_case(case: &Value, mut m: Box<dyn Module>) -> Result<()> {
         } else {
             params.iter().find(|p| &p.0 == k).unwrap().1.clone()
         };
-        let g = t.grad().unwrap_or_else(|| panic!("{name}: no grad for {k}"));
+        let g = t
+            .grad()
+            .unwrap_or_else(|| panic!("{name}: no grad for {k}"));
         compare(name, &format!("grad of {k}"), &g, want);
     }
     for (n, b) in m.named_buffers() {
@@ -249,7 +274,7 @@ fn layers_and_losses_match_pytorch() -> Result<()> {
             done.push(case["name"].as_str().unwrap().to_string());
         }
     }
-    // every non-conv case of the fixture ran
-    assert!(done.len() >= 27, "only {} cases ran: {done:?}", done.len());
+    // every case of the fixture ran
+    assert_eq!(done.len(), 34, "cases run: {done:?}");
     Ok(())
 }

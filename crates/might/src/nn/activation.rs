@@ -31,6 +31,7 @@ activation!(/// logistic sigmoid
     Sigmoid, |x| x.sigmoid());
 
 /// GELU; `approximate = true` is PyTorch's `approximate='tanh'`.
+#[allow(clippy::upper_case_acronyms)] // PyTorch's name
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GELU {
     pub approximate: bool,

@@ -123,7 +123,10 @@ impl Conv2d {
         if weight.rank() != 4 {
             return Err(Error::shape(
                 "Conv2d",
-                format!("weight must be [out, in/groups, kh, kw], got {}", weight.shape()),
+                format!(
+                    "weight must be [out, in/groups, kh, kw], got {}",
+                    weight.shape()
+                ),
             ));
         }
         Ok(Conv2d {

@@ -1,5 +1,7 @@
 //! Fused CPU kernels of the nn layer: LayerNorm forward/backward (one pass per row) and the
 //! helpers the loss kernels share.
+// Row kernels index several parallel slices with one column index.
+#![allow(clippy::needless_range_loop)]
 
 use crate::backend::cpu::{threads, CpuDType};
 use crate::{Error, Result, Tensor};
@@ -60,7 +62,10 @@ pub(crate) fn map_blocks<T: Send, R: Send>(
                 .collect()
         })
     } else {
-        out.chunks_mut(block).enumerate().map(|(i, c)| f(i, c)).collect()
+        out.chunks_mut(block)
+            .enumerate()
+            .map(|(i, c)| f(i, c))
+            .collect()
     }
 }
 

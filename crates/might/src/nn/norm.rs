@@ -127,7 +127,12 @@ pub fn rms_norm(
     let dims: Vec<isize> = (0..normalized_shape.len())
         .map(|i| -(i as isize) - 1)
         .collect();
-    let y = x.mul(&x.square()?.mean_dims(&dims, true)?.add_scalar(eps)?.rsqrt()?)?;
+    let y = x.mul(
+        &x.square()?
+            .mean_dims(&dims, true)?
+            .add_scalar(eps)?
+            .rsqrt()?,
+    )?;
     match weight {
         Some(w) => y.mul(w),
         None => Ok(y),
@@ -158,7 +163,10 @@ pub fn batch_norm(
         ));
     }
     let c = x.dims()[1];
-    for t in [running_mean, running_var, weight, bias].into_iter().flatten() {
+    for t in [running_mean, running_var, weight, bias]
+        .into_iter()
+        .flatten()
+    {
         if t.dims() != [c] {
             return Err(Error::shape(
                 "batch_norm",
@@ -175,36 +183,37 @@ pub fn batch_norm(
     let chan = |t: &Tensor| -> Result<Tensor> { t.to_dtype(x.dtype())?.reshape(bshape.clone()) };
     let dims: Vec<isize> = (0..x.rank() as isize).filter(|&d| d != 1).collect();
     let count = x.numel() / c.max(1);
-    let y = if training || running_mean.is_none() || running_var.is_none() {
-        if count <= 1 {
-            return Err(Error::invalid(
-                "batch_norm",
-                format!(
-                    "expected more than 1 value per channel when training, got input {}",
-                    x.shape()
-                ),
-            ));
-        }
-        let mean = x.mean_dims(&dims, true)?;
-        let var = x.var_dims(&dims, 0, true)?;
-        if training {
-            let _g = no_grad();
-            let unbias = count as f64 / (count as f64 - 1.0);
-            if let Some(rm) = running_mean {
-                let m = mean.detach().reshape([c])?.to_dtype(rm.dtype())?;
-                rm.affine_(1.0 - momentum, 0.0)?.add_scaled_(&m, momentum)?;
+    let y = match (training, running_mean, running_var) {
+        (false, Some(rm), Some(rv)) => x
+            .sub(&chan(rm)?)?
+            .mul(&chan(rv)?.add_scalar(eps)?.rsqrt()?)?,
+        _ => {
+            if count <= 1 {
+                return Err(Error::invalid(
+                    "batch_norm",
+                    format!(
+                        "expected more than 1 value per channel when training, got input {}",
+                        x.shape()
+                    ),
+                ));
             }
-            if let Some(rv) = running_var {
-                let v = var.detach().reshape([c])?.to_dtype(rv.dtype())?;
-                rv.affine_(1.0 - momentum, 0.0)?
-                    .add_scaled_(&v, momentum * unbias)?;
+            let mean = x.mean_dims(&dims, true)?;
+            let var = x.var_dims(&dims, 0, true)?;
+            if training {
+                let _g = no_grad();
+                let unbias = count as f64 / (count as f64 - 1.0);
+                if let Some(rm) = running_mean {
+                    let m = mean.detach().reshape([c])?.to_dtype(rm.dtype())?;
+                    rm.affine_(1.0 - momentum, 0.0)?.add_scaled_(&m, momentum)?;
+                }
+                if let Some(rv) = running_var {
+                    let v = var.detach().reshape([c])?.to_dtype(rv.dtype())?;
+                    rv.affine_(1.0 - momentum, 0.0)?
+                        .add_scaled_(&v, momentum * unbias)?;
+                }
             }
+            x.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?
         }
-        x.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?
-    } else {
-        let (rm, rv) = (running_mean.unwrap(), running_var.unwrap());
-        x.sub(&chan(rm)?)?
-            .mul(&chan(rv)?.add_scalar(eps)?.rsqrt()?)?
     };
     let y = match weight {
         Some(w) => y.mul(&chan(w)?)?,
