@@ -21,6 +21,7 @@ pub mod dtype;
 pub mod error;
 pub mod io;
 pub mod layout;
+pub mod nn;
 pub mod ops;
 pub mod shape;
 pub mod storage;
