@@ -21,6 +21,7 @@ pub mod dtype;
 pub mod error;
 pub mod layout;
 pub mod ops;
+pub mod optim;
 pub mod shape;
 pub mod storage;
 pub mod tensor;
