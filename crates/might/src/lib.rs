@@ -23,6 +23,7 @@ pub mod io;
 pub mod layout;
 pub mod nn;
 pub mod ops;
+pub mod optim;
 pub mod shape;
 pub mod storage;
 pub mod tensor;
