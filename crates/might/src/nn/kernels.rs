@@ -1,0 +1,171 @@
+//! Fused CPU kernels of the nn layer: LayerNorm forward/backward (one pass per row) and the
+//! helpers the loss kernels share.
+
+use crate::backend::cpu::{threads, CpuDType};
+use crate::{Error, Result, Tensor};
+use num_traits::Float;
+use rayon::prelude::*;
+
+/// Float element types the fused kernels run natively (others compute through f32).
+pub(crate) trait Real: Float + CpuDType + Send + Sync + std::iter::Sum {
+    /// As f64 (named to avoid the clash between `WithDType` and `ToPrimitive`).
+    fn d(self) -> f64 {
+        crate::WithDType::to_f64(self)
+    }
+    /// From f64.
+    fn f(v: f64) -> Self {
+        crate::WithDType::from_f64(v)
+    }
+}
+impl Real for f32 {}
+impl Real for f64 {}
+
+/// Run `f` on the elements of `t` in logical (row-major) order without copying when `t` is
+/// already contiguous.
+pub(crate) fn with_slice<T: CpuDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
+    let t = t.detach().contiguous()?;
+    let s = t.storage();
+    let data = T::slice(s.cpu()).ok_or_else(|| {
+        Error::dtype(
+            "nn kernel",
+            format!("expected {}, got {} {}", T::DTYPE, t.dtype(), t.shape()),
+        )
+    })?;
+    let off = t.storage_offset();
+    Ok(f(&data[off..off + t.numel()]))
+}
+
+/// Rows per parallel task so each task has a few thousand elements.
+pub(crate) fn rows_per_task(n: usize, rows: usize) -> usize {
+    let target = 4096usize.div_ceil(n.max(1)).max(1);
+    let tasks = threads::get_num_threads().max(1) * 4;
+    target.max(rows.div_ceil(tasks)).max(1)
+}
+
+/// Map blocks of `block * n` output elements in parallel (when large enough), each returning
+/// a value; the values come back in block order.
+pub(crate) fn map_blocks<T: Send, R: Send>(
+    out: &mut [T],
+    block: usize,
+    f: impl Fn(usize, &mut [T]) -> R + Sync + Send,
+) -> Vec<R> {
+    if out.is_empty() {
+        return vec![];
+    }
+    if threads::parallel(out.len()) {
+        threads::install(|| {
+            out.par_chunks_mut(block)
+                .enumerate()
+                .map(|(i, c)| f(i, c))
+                .collect()
+        })
+    } else {
+        out.chunks_mut(block).enumerate().map(|(i, c)| f(i, c)).collect()
+    }
+}
+
+/// LayerNorm forward over rows of length `n`: returns `(y, mean, rstd)`; statistics are
+/// accumulated in f64.
+pub(crate) fn layer_norm_fwd<T: Real>(
+    x: &[T],
+    w: Option<&[T]>,
+    b: Option<&[T]>,
+    n: usize,
+    eps: f64,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let rows = x.len() / n;
+    let mut y = vec![T::f(0.0); x.len()];
+    let rpt = rows_per_task(n, rows);
+    let stats = map_blocks(&mut y, rpt * n, |bi, yb| {
+        let mut st = Vec::with_capacity(yb.len() / n);
+        for (r, yr) in yb.chunks_mut(n).enumerate() {
+            let row = bi * rpt + r;
+            let xr = &x[row * n..(row + 1) * n];
+            let mean = xr.iter().map(|v| v.d()).sum::<f64>() / n as f64;
+            let var = xr
+                .iter()
+                .map(|v| {
+                    let d = v.d() - mean;
+                    d * d
+                })
+                .sum::<f64>()
+                / n as f64;
+            let rstd = 1.0 / (var + eps).sqrt();
+            let (m, rs) = (T::f(mean), T::f(rstd));
+            for j in 0..n {
+                let mut v = (xr[j] - m) * rs;
+                if let Some(w) = w {
+                    v = v * w[j];
+                }
+                if let Some(b) = b {
+                    v = v + b[j];
+                }
+                yr[j] = v;
+            }
+            st.push((m, rs));
+        }
+        st
+    });
+    let (mean, rstd) = stats.into_iter().flatten().unzip();
+    (y, mean, rstd)
+}
+
+/// LayerNorm backward: `(dx, dw, db)` from the output grad `g`, the input `x` and the saved
+/// per-row `mean`, `rstd`.
+///
+/// With `x̂ = (x - μ)·rstd` and `ĝ = g·w`: `dx = rstd·(ĝ - mean(ĝ) - x̂·mean(ĝ·x̂))`,
+/// `dw = Σ_rows g·x̂`, `db = Σ_rows g`.
+pub(crate) fn layer_norm_bwd<T: Real>(
+    g: &[T],
+    x: &[T],
+    w: Option<&[T]>,
+    mean: &[T],
+    rstd: &[T],
+    n: usize,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let rows = x.len() / n;
+    let mut dx = vec![T::f(0.0); x.len()];
+    let rpt = rows_per_task(n, rows);
+    let inv_n = T::f(1.0 / n as f64);
+    let partial = map_blocks(&mut dx, rpt * n, |bi, dxb| {
+        let mut dw = vec![T::f(0.0); n];
+        let mut db = vec![T::f(0.0); n];
+        for (r, dr) in dxb.chunks_mut(n).enumerate() {
+            let row = bi * rpt + r;
+            let (xr, gr) = (&x[row * n..(row + 1) * n], &g[row * n..(row + 1) * n]);
+            let (m, rs) = (mean[row], rstd[row]);
+            let mut s1 = T::f(0.0);
+            let mut s2 = T::f(0.0);
+            for j in 0..n {
+                let xh = (xr[j] - m) * rs;
+                let gh = match w {
+                    Some(w) => gr[j] * w[j],
+                    None => gr[j],
+                };
+                s1 = s1 + gh;
+                s2 = s2 + gh * xh;
+                dw[j] = dw[j] + gr[j] * xh;
+                db[j] = db[j] + gr[j];
+            }
+            let (s1, s2) = (s1 * inv_n, s2 * inv_n);
+            for j in 0..n {
+                let xh = (xr[j] - m) * rs;
+                let gh = match w {
+                    Some(w) => gr[j] * w[j],
+                    None => gr[j],
+                };
+                dr[j] = rs * (gh - s1 - xh * s2);
+            }
+        }
+        (dw, db)
+    });
+    let mut dw = vec![T::f(0.0); n];
+    let mut db = vec![T::f(0.0); n];
+    for (pw, pb) in partial {
+        for j in 0..n {
+            dw[j] = dw[j] + pw[j];
+            db[j] = db[j] + pb[j];
+        }
+    }
+    (dx, dw, db)
+}

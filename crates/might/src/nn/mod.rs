@@ -1,0 +1,175 @@
+//! Neural-network building blocks: the [`Module`] trait, [`Sequential`], layers, initialisers
+//! ([`init`]) and losses ([`functional`]).
+//!
+//! Parameters are ordinary tensors with `requires_grad` set; a module hands out clones of their
+//! handles (sharing storage), so an optimizer or a loader that writes into them in place
+//! (`copy_`, `add_scaled_` under [`crate::no_grad`]) updates the module itself. Names follow
+//! PyTorch (`fc1.weight`, `0.bias`, `layers.0.weight`) so state dicts can be exchanged.
+
+mod activation;
+mod attention;
+mod kernels;
+pub mod functional;
+pub mod init;
+mod layers;
+mod loss;
+mod norm;
+
+pub use activation::{LogSoftmax, Sigmoid, Softmax, Tanh, GELU, ReLU, SiLU};
+pub use attention::{scaled_dot_product_attention, MhaConfig, MultiheadAttention};
+pub use functional::{
+    binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
+    CrossEntropyOptions, Reduction,
+};
+pub use layers::{Dropout, Embedding, Flatten, Identity, Linear};
+pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm};
+
+use crate::{Result, Tensor};
+
+/// A layer or a model: a forward function plus named parameters and buffers.
+///
+/// Only `forward` and `named_parameters` are required; everything else has a default that
+/// derives from them. Containers override `train` to reach their children.
+pub trait Module: Send + Sync {
+    /// Run the layer on one input.
+    fn forward(&self, x: &Tensor) -> Result<Tensor>;
+
+    /// Trainable tensors, with PyTorch-style dotted names, in registration order.
+    fn named_parameters(&self) -> Vec<(String, Tensor)>;
+
+    /// Non-trainable state saved with the model (BatchNorm running statistics...).
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        vec![]
+    }
+
+    /// Switch training mode (dropout active, batch statistics) on or off.
+    fn train(&mut self, _mode: bool) {}
+
+    /// Is the module in training mode?
+    fn is_training(&self) -> bool {
+        true
+    }
+
+    /// The parameters without their names (what optimizers take).
+    fn parameters(&self) -> Vec<Tensor> {
+        self.named_parameters().into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Total number of trainable scalars.
+    fn num_parameters(&self) -> usize {
+        self.parameters().iter().map(|t| t.numel()).sum()
+    }
+
+    /// Everything needed to restore the module: parameters then buffers.
+    fn state_dict(&self) -> Vec<(String, Tensor)> {
+        let mut v = self.named_parameters();
+        v.extend(self.named_buffers());
+        v
+    }
+
+    /// Evaluation mode (`train(false)`).
+    fn eval(&mut self) {
+        self.train(false)
+    }
+}
+
+/// Prefix every name with `prefix.` (how containers name their children's tensors).
+pub fn prefixed(prefix: &str, items: Vec<(String, Tensor)>) -> Vec<(String, Tensor)> {
+    items
+        .into_iter()
+        .map(|(n, t)| (format!("{prefix}.{n}"), t))
+        .collect()
+}
+
+/// Run modules one after another; children are named `"0"`, `"1"`, ... as in
+/// `torch.nn.Sequential`.
+pub struct Sequential {
+    layers: Vec<Box<dyn Module>>,
+    training: bool,
+}
+
+impl Default for Sequential {
+    fn default() -> Self {
+        Sequential::new()
+    }
+}
+
+impl Sequential {
+    pub fn new() -> Self {
+        Sequential {
+            layers: Vec::new(),
+            training: true,
+        }
+    }
+
+    /// Builder: append a layer.
+    #[allow(clippy::should_implement_trait)]
+    pub fn add(mut self, layer: impl Module + 'static) -> Self {
+        self.layers.push(Box::new(layer));
+        self
+    }
+
+    /// Append an already boxed layer.
+    pub fn push(&mut self, layer: Box<dyn Module>) {
+        self.layers.push(layer);
+    }
+
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+
+    /// The `i`-th child.
+    pub fn get(&self, i: usize) -> Option<&dyn Module> {
+        self.layers.get(i).map(|b| b.as_ref())
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut h = x.clone();
+        for l in &self.layers {
+            h = l.forward(&h)?;
+        }
+        Ok(h)
+    }
+
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut v = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            v.extend(prefixed(&i.to_string(), l.named_parameters()));
+        }
+        v
+    }
+
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        let mut v = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            v.extend(prefixed(&i.to_string(), l.named_buffers()));
+        }
+        v
+    }
+
+    /// PyTorch order: each child's parameters then its buffers, child by child.
+    fn state_dict(&self) -> Vec<(String, Tensor)> {
+        let mut v = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            v.extend(prefixed(&i.to_string(), l.state_dict()));
+        }
+        v
+    }
+
+    fn train(&mut self, mode: bool) {
+        self.training = mode;
+        for l in &mut self.layers {
+            l.train(mode);
+        }
+    }
+
+    fn is_training(&self) -> bool {
+        self.training
+    }
+}

@@ -1,0 +1,460 @@
+//! Convolution and pooling: hand-computed values, gradchecks, PyTorch fixtures, errors.
+
+use might::autograd::{gradcheck, GradCheck};
+use might::{DType, ErrorKind, Result, Tensor};
+
+fn t(v: &[f32], s: &[usize]) -> Tensor {
+    Tensor::from_slice(v, s).unwrap()
+}
+
+fn t64(v: &[f64], s: &[usize]) -> Tensor {
+    Tensor::from_slice(v, s).unwrap()
+}
+
+fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= tol * (1.0 + b.abs()),
+            "{what}[{i}]: got {a}, want {b}"
+        );
+    }
+}
+
+/// 1..=9 as a [1, 1, 3, 3] image.
+fn img3() -> Tensor {
+    t(&[1., 2., 3., 4., 5., 6., 7., 8., 9.], &[1, 1, 3, 3])
+}
+
+// ---------------------------------------------------------------- hand-computed forward values
+
+#[test]
+fn conv2d_2x2_kernel_by_hand() -> Result<()> {
+    // [[1,2,3],[4,5,6],[7,8,9]] * [[1,2],[3,4]]: e.g. top-left 1*1 + 2*2 + 4*3 + 5*4 = 37
+    let w = t(&[1., 2., 3., 4.], &[1, 1, 2, 2]);
+    let b = t(&[0.5], &[1]);
+    let y = img3().conv2d(&w, Some(&b), [1, 1], [0, 0], [1, 1], 1)?;
+    assert_eq!(y.dims(), &[1, 1, 2, 2]);
+    assert_eq!(y.to_vec::<f32>()?, vec![37.5, 47.5, 67.5, 77.5]);
+    Ok(())
+}
+
+#[test]
+fn conv2d_stride_padding_dilation_by_hand() -> Result<()> {
+    let ones = Tensor::ones([1, 1, 2, 2], DType::F32)?;
+    // stride 2, padding 1: windows over the zero-padded 5x5 image start at (0,0), (0,2), ...
+    let y = img3().conv2d(&ones, None, [2, 2], [1, 1], [1, 1], 1)?;
+    assert_eq!(y.dims(), &[1, 1, 2, 2]);
+    assert_eq!(y.to_vec::<f32>()?, vec![1., 5., 11., 28.]);
+    // dilation 2: the 2x2 kernel touches the four corners
+    let y = img3().conv2d(&ones, None, [1, 1], [0, 0], [2, 2], 1)?;
+    assert_eq!(y.to_vec::<f32>()?, vec![20.]);
+    // asymmetric: stride [1, 2], padding [0, 1] -> height 2, width 2
+    let y = img3().conv2d(&ones, None, [1, 2], [0, 1], [1, 1], 1)?;
+    assert_eq!(y.dims(), &[1, 1, 2, 2]);
+    // columns read: padded cols 0-1 (input col 0) and 2-3 (input cols 1, 2)
+    assert_eq!(y.to_vec::<f32>()?, vec![5., 16., 11., 28.]);
+    Ok(())
+}
+
+#[test]
+fn conv2d_channels_sum_and_groups_separate() -> Result<()> {
+    // two channels: [1,2,3,4] and [5,6,7,8]
+    let x = t(&[1., 2., 3., 4., 5., 6., 7., 8.], &[1, 2, 2, 2]);
+    // groups 1, 1x1 kernel: out = 2*ch0 - ch1 and ch0 + ch1
+    let w = t(&[2., -1., 1., 1.], &[2, 2, 1, 1]);
+    let y = x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 1)?;
+    assert_eq!(y.to_vec::<f32>()?, vec![-3., -2., -1., 0., 6., 8., 10., 12.]);
+    // groups 2: out0 = 2*ch0, out1 = -ch1 (each output sees only its own channel)
+    let w = t(&[2., -1.], &[2, 1, 1, 1]);
+    let b = t(&[1., 0.], &[2]);
+    let y = x.conv2d(&w, Some(&b), [1, 1], [0, 0], [1, 1], 2)?;
+    assert_eq!(y.to_vec::<f32>()?, vec![3., 5., 7., 9., -5., -6., -7., -8.]);
+    Ok(())
+}
+
+#[test]
+fn conv2d_accepts_unbatched_and_strided_inputs() -> Result<()> {
+    let x = Tensor::randn([2, 3, 5, 4], 0.0, 1.0, DType::F64)?;
+    let w = Tensor::randn([4, 3, 3, 2], 0.0, 1.0, DType::F64)?;
+    let y = x.conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
+    // unbatched: [C, H, W] in, [O, OH, OW] out
+    let y1 = x.select(0, 1)?.conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
+    assert_eq!(y1.dims(), &[4, 5, 3]);
+    assert_close(&y1.to_f64_vec(), &y.select(0, 1)?.to_f64_vec(), 1e-12, "unbatched");
+    // a transposed (non-contiguous) input gives the same result as its contiguous copy
+    let xt = x.transpose(2, 3)?.contiguous()?.transpose(2, 3)?;
+    assert!(!xt.is_contiguous());
+    let yt = xt.conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
+    assert_close(&yt.to_f64_vec(), &y.to_f64_vec(), 1e-12, "strided");
+    Ok(())
+}
+
+#[test]
+fn conv2d_batch_split_across_threads_matches_per_sample() -> Result<()> {
+    // large enough to take the parallel path; each sample must equal its own conv
+    let x = Tensor::randn([7, 3, 12, 11], 0.0, 1.0, DType::F32)?;
+    let w = Tensor::randn([8, 3, 3, 3], 0.0, 1.0, DType::F32)?;
+    let b = Tensor::randn([8], 0.0, 1.0, DType::F32)?;
+    let y = x.conv2d(&w, Some(&b), [1, 1], [1, 1], [1, 1], 1)?;
+    for n in 0..7 {
+        let yn = x
+            .narrow(0, n, 1)?
+            .conv2d(&w, Some(&b), [1, 1], [1, 1], [1, 1], 1)?;
+        assert_close(
+            &yn.to_f64_vec(),
+            &y.narrow(0, n, 1)?.to_f64_vec(),
+            1e-5,
+            "sample",
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn conv1d_by_hand() -> Result<()> {
+    // [1,0,-1] with padding 1: y[i] = x[i-1] - x[i+1]
+    let x = t(&[1., 2., 3., 4., 5.], &[1, 1, 5]);
+    let w = t(&[1., 0., -1.], &[1, 1, 3]);
+    let y = x.conv1d(&w, None, 1, 1, 1, 1)?;
+    assert_eq!(y.dims(), &[1, 1, 5]);
+    assert_eq!(y.to_vec::<f32>()?, vec![-2., -2., -2., -2., 4.]);
+    // stride 2, dilation 2, bias 1: windows (0,2,4) -> 1 - 5 + 1
+    let b = t(&[1.], &[1]);
+    let y = x.conv1d(&w, Some(&b), 2, 0, 2, 1)?;
+    assert_eq!(y.to_vec::<f32>()?, vec![-3.]);
+    // unbatched [C, L]
+    let y = x.squeeze(0)?.conv1d(&w, None, 1, 1, 1, 1)?;
+    assert_eq!(y.dims(), &[1, 5]);
+    Ok(())
+}
+
+#[test]
+fn max_pool2d_values_and_indices_by_hand() -> Result<()> {
+    let x = t(
+        &[1., 5., 2., 0., 3., 4., 8., 1., 0., 9., 2., 2., 7., 1., 3., 6.],
+        &[1, 1, 4, 4],
+    )
+    .with_requires_grad();
+    let (y, idx) = x.max_pool2d_with_indices([2, 2], [2, 2], [0, 0])?;
+    assert_eq!(y.to_vec::<f32>()?, vec![5., 8., 9., 6.]);
+    assert_eq!(idx.dtype(), DType::I64);
+    assert_eq!(idx.to_vec::<i64>()?, vec![1, 6, 9, 15]);
+    y.sum_all()?.backward()?;
+    let mut want = vec![0f32; 16];
+    for i in [1, 6, 9, 15] {
+        want[i] = 1.0;
+    }
+    assert_eq!(x.grad().unwrap().to_vec::<f32>()?, want);
+    // padding reads as -inf: every 3x3 window around a 2x2 image holds the whole image
+    let x = t(&[1., -2., 4., 3.], &[1, 1, 2, 2]);
+    let (y, idx) = x.max_pool2d_with_indices([3, 3], [1, 1], [1, 1])?;
+    assert_eq!(y.to_vec::<f32>()?, vec![4.; 4]);
+    assert_eq!(idx.to_vec::<i64>()?, vec![2; 4]);
+    // overlapping windows add their gradients at the shared maximum
+    let x = x.with_requires_grad();
+    x.max_pool2d([3, 3], [1, 1], [1, 1])?.sum_all()?.backward()?;
+    assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0., 0., 4., 0.]);
+    Ok(())
+}
+
+#[test]
+fn avg_pool2d_counts_padding_by_hand() -> Result<()> {
+    // kernel 2, stride 2, padding 1 over 1..9: window sums 1, 5, 11, 28, each divided by 4
+    let x = img3().with_requires_grad();
+    let y = x.avg_pool2d([2, 2], [2, 2], [1, 1])?;
+    assert_eq!(y.to_vec::<f32>()?, vec![0.25, 1.25, 2.75, 7.0]);
+    y.sum_all()?.backward()?;
+    assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0.25; 9]);
+    Ok(())
+}
+
+#[test]
+fn adaptive_avg_pool2d_windows_by_hand() -> Result<()> {
+    // 3 -> 2: rows [0, 2) and [1, 3), same for columns (overlapping windows)
+    let x = img3().with_requires_grad();
+    let y = x.adaptive_avg_pool2d([2, 2])?;
+    assert_eq!(y.to_vec::<f32>()?, vec![3., 4., 6., 7.]);
+    y.sum_all()?.backward()?;
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>()?,
+        vec![0.25, 0.5, 0.25, 0.5, 1.0, 0.5, 0.25, 0.5, 0.25]
+    );
+    // [1, 1] is the global mean; unbatched input keeps its rank
+    let y = img3().squeeze(0)?.adaptive_avg_pool2d([1, 1])?;
+    assert_eq!(y.dims(), &[1, 1, 1]);
+    assert_eq!(y.to_vec::<f32>()?, vec![5.]);
+    Ok(())
+}
+
+// ----------------------------------------------------------------------------------- gradcheck
+
+fn randn(shape: &[usize]) -> Tensor {
+    Tensor::randn(shape, 0.0, 1.0, DType::F64).unwrap()
+}
+
+fn check_conv2d(
+    x: &[usize],
+    w: &[usize],
+    bias: bool,
+    stride: [usize; 2],
+    padding: [usize; 2],
+    dilation: [usize; 2],
+    groups: usize,
+) {
+    let mut inputs = vec![randn(x), randn(w)];
+    if bias {
+        inputs.push(randn(&[w[0]]));
+    }
+    gradcheck(
+        |v| v[0].conv2d(&v[1], v.get(2), stride, padding, dilation, groups),
+        &inputs,
+        GradCheck::default(),
+    )
+    .unwrap_or_else(|e| panic!("{stride:?} {padding:?} {dilation:?} g{groups}: {e}"));
+}
+
+#[test]
+fn gradcheck_conv2d_variants() {
+    check_conv2d(&[2, 3, 5, 4], &[4, 3, 3, 2], true, [1, 1], [0, 0], [1, 1], 1);
+    check_conv2d(&[2, 4, 5, 5], &[6, 2, 3, 3], true, [1, 1], [1, 1], [1, 1], 2);
+    check_conv2d(&[1, 2, 7, 6], &[3, 2, 3, 3], false, [2, 2], [0, 0], [1, 1], 1);
+    check_conv2d(&[2, 2, 5, 5], &[2, 2, 2, 3], true, [1, 2], [1, 1], [1, 1], 1);
+    check_conv2d(&[1, 2, 7, 7], &[2, 2, 3, 2], false, [1, 1], [1, 0], [2, 3], 1);
+    check_conv2d(&[2, 3, 4, 4], &[5, 3, 1, 1], true, [1, 1], [0, 0], [1, 1], 1);
+    check_conv2d(&[1, 3, 6, 6], &[3, 1, 3, 3], true, [2, 2], [1, 1], [1, 1], 3);
+}
+
+#[test]
+fn gradcheck_conv1d() -> Result<()> {
+    let inputs = [randn(&[2, 4, 9]), randn(&[6, 2, 3]), randn(&[6])];
+    gradcheck(
+        |v| v[0].conv1d(&v[1], Some(&v[2]), 2, 1, 2, 2),
+        &inputs,
+        GradCheck::default(),
+    )
+}
+
+#[test]
+fn gradcheck_pools() -> Result<()> {
+    // random values: ties (where max_pool2d is not differentiable) have probability zero
+    let x = [randn(&[2, 2, 7, 6])];
+    gradcheck(
+        |v| v[0].max_pool2d([3, 2], [2, 2], [1, 1]),
+        &x,
+        GradCheck::default(),
+    )?;
+    gradcheck(
+        |v| v[0].avg_pool2d([3, 3], [2, 1], [1, 1]),
+        &x,
+        GradCheck::default(),
+    )?;
+    gradcheck(
+        |v| v[0].adaptive_avg_pool2d([3, 4]),
+        &x,
+        GradCheck::default(),
+    )?;
+    gradcheck(
+        |v| v[0].adaptive_avg_pool2d([9, 7]),
+        &x,
+        GradCheck::default(),
+    )
+}
+
+#[test]
+fn conv_then_pool_backward_chain() -> Result<()> {
+    // a tiny CNN body: conv -> relu -> max_pool -> mean; check gradients end to end
+    let inputs = [randn(&[2, 1, 8, 8]), randn(&[4, 1, 3, 3]), randn(&[4])];
+    gradcheck(
+        |v| {
+            v[0].conv2d(&v[1], Some(&v[2]), [1, 1], [1, 1], [1, 1], 1)?
+                .tanh()?
+                .max_pool2d([2, 2], [2, 2], [0, 0])
+        },
+        &inputs,
+        GradCheck::default(),
+    )
+}
+
+// ---------------------------------------------------------------------------------- PyTorch
+
+/// Flat f64 list of a JSON field.
+fn field(case: &serde_json::Value, key: &str) -> Vec<f64> {
+    case[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("missing {key}"))
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+fn dims(case: &serde_json::Value, key: &str) -> Vec<usize> {
+    field(case, key).iter().map(|&v| v as usize).collect()
+}
+
+fn pair(case: &serde_json::Value, key: &str) -> [usize; 2] {
+    let v = dims(case, key);
+    [v[0], v[1]]
+}
+
+/// Run one fixture case in `dtype`, comparing outputs and gradients within `tol`.
+fn run_case(case: &serde_json::Value, dtype: DType, tol: f64) -> Result<()> {
+    let name = case["name"].as_str().unwrap();
+    let op = case["op"].as_str().unwrap();
+    let leaf = |key: &str, shape: &[usize]| -> Result<Tensor> {
+        Ok(t64(&field(case, key), shape)
+            .to_dtype(dtype)?
+            .with_requires_grad())
+    };
+    let x = leaf("x", &dims(case, "x_shape"))?;
+    let mut params = vec![];
+    let y = match op {
+        "conv2d" | "conv1d" => {
+            let ws = dims(case, "w_shape");
+            let w = leaf("w", &ws)?;
+            let b = case.get("b").map(|_| leaf("b", &[ws[0]])).transpose()?;
+            let groups = case["groups"].as_u64().unwrap() as usize;
+            let y = if op == "conv2d" {
+                let (s, p, d) = (pair(case, "stride"), pair(case, "padding"));
+                let d = pair(case, "dilation");
+                x.conv2d(&w, b.as_ref(), s, p, d, groups)?
+            } else {
+                let g = |k: &str| case[k].as_u64().unwrap() as usize;
+                x.conv1d(&w, b.as_ref(), g("stride"), g("padding"), g("dilation"), groups)?
+            };
+            params.push(("gw", w));
+            params.extend(b.map(|b| ("gb", b)));
+            y
+        }
+        "max_pool2d" => {
+            let (k, s, p) = (pair(case, "kernel"), pair(case, "stride"), pair(case, "padding"));
+            let (y, idx) = x.max_pool2d_with_indices(k, s, p)?;
+            let want: Vec<i64> = field(case, "indices").iter().map(|&v| v as i64).collect();
+            assert_eq!(idx.to_vec::<i64>()?, want, "{name}: indices");
+            y
+        }
+        "avg_pool2d" => {
+            let (k, s, p) = (pair(case, "kernel"), pair(case, "stride"), pair(case, "padding"));
+            x.avg_pool2d(k, s, p)?
+        }
+        "adaptive_avg_pool2d" => x.adaptive_avg_pool2d(pair(case, "output"))?,
+        other => panic!("unknown op {other}"),
+    };
+    assert_eq!(y.dims(), dims(case, "y_shape").as_slice(), "{name}: shape");
+    assert_close(&y.to_f64_vec(), &field(case, "y"), tol, &format!("{name} y"));
+    let gy = t64(&field(case, "gy"), y.dims()).to_dtype(dtype)?;
+    y.backward_with_grad(&gy)?;
+    params.insert(0, ("gx", x));
+    for (key, p) in params {
+        let g = p.grad().expect("gradient");
+        assert_eq!(g.dtype(), dtype);
+        assert_close(&g.to_f64_vec(), &field(case, key), tol, &format!("{name} {key}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn matches_pytorch_fixture() -> Result<()> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/conv.json");
+    let text = std::fs::read_to_string(path).expect("read conv.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("parse conv.json");
+    let cases = json["cases"].as_array().unwrap();
+    assert!(cases.len() >= 10);
+    for case in cases {
+        run_case(case, DType::F64, 1e-7)?;
+        run_case(case, DType::F32, 1e-4)?;
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------- errors
+
+#[test]
+fn conv2d_channel_mismatch_names_the_shapes() {
+    let x = Tensor::zeros([2, 4, 5, 5], DType::F32).unwrap();
+    let w = Tensor::zeros([8, 3, 3, 3], DType::F32).unwrap();
+    let e = x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 1).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Shape);
+    assert!(
+        e.to_string().starts_with(
+            "conv2d: expected input with 3 channels (weight [8, 3, 3, 3], groups 1), got input \
+             [2, 4, 5, 5] (at "
+        ),
+        "{e}"
+    );
+    // the location is the caller's line, in this file
+    assert!(e.to_string().contains("tests/conv.rs"), "{e}");
+}
+
+#[test]
+fn conv_argument_errors() {
+    let z = |s: &[usize]| Tensor::zeros(s, DType::F32).unwrap();
+    let x = z(&[1, 4, 5, 5]);
+    let w = z(&[6, 2, 3, 3]);
+    let conv = |x: &Tensor, w: &Tensor, s, p, d, g| x.conv2d(w, None, s, p, d, g).unwrap_err();
+    // wrong rank of input and weight
+    let e = conv(&z(&[4, 5]), &w, [1, 1], [0, 0], [1, 1], 2);
+    assert_eq!(e.kind, ErrorKind::Shape);
+    assert!(e.msg.contains("[4, 5]"), "{e}");
+    let e = conv(&x, &z(&[6, 2, 3]), [1, 1], [0, 0], [1, 1], 2);
+    assert!(e.msg.contains("weight must have 4 dims"), "{e}");
+    // groups 2 with 6 outputs fits; 4 outputs in 3 groups does not
+    assert!(x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 2).is_ok());
+    let e = conv(&z(&[1, 3, 5, 5]), &z(&[4, 1, 3, 3]), [1, 1], [0, 0], [1, 1], 3);
+    assert!(e.msg.contains("groups 3 must divide"), "{e}");
+    let e = conv(&x, &w, [1, 1], [0, 0], [1, 1], 0);
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    // kernel larger than the padded input (dilation counts)
+    let e = conv(&z(&[1, 4, 2, 2]), &w, [1, 1], [0, 0], [1, 1], 2);
+    assert!(e.msg.contains("larger than the padded input"), "{e}");
+    assert!(z(&[1, 4, 2, 2])
+        .conv2d(&w, None, [1, 1], [1, 1], [1, 1], 2)
+        .is_ok());
+    let e = conv(&x, &w, [1, 1], [0, 0], [3, 1], 2);
+    assert!(e.msg.contains("larger than the padded input"), "{e}");
+    // zero stride / dilation
+    let e = conv(&x, &w, [0, 1], [0, 0], [1, 1], 2);
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(e.msg.contains("stride"), "{e}");
+    let e = conv(&x, &w, [1, 1], [0, 0], [1, 0], 2);
+    assert!(e.msg.contains("dilation"), "{e}");
+    // bias shape and dtypes
+    let e = x
+        .conv2d(&w, Some(&z(&[5])), [1, 1], [0, 0], [1, 1], 2)
+        .unwrap_err();
+    assert!(e.msg.contains("bias must have shape [6]"), "{e}");
+    let xi = Tensor::zeros([1, 4, 5, 5], DType::I64).unwrap();
+    let e = conv(&xi, &w, [1, 1], [0, 0], [1, 1], 2);
+    assert_eq!(e.kind, ErrorKind::DType);
+    let e = conv(&x.to_dtype(DType::F64).unwrap(), &w, [1, 1], [0, 0], [1, 1], 2);
+    assert_eq!(e.kind, ErrorKind::DType);
+    // conv1d names itself
+    let e = z(&[1, 3, 5])
+        .conv1d(&z(&[2, 2, 3]), None, 1, 0, 1, 1)
+        .unwrap_err();
+    assert!(e.to_string().starts_with("conv1d: expected input with 2 channels"), "{e}");
+    let e = z(&[1, 2, 2]).conv1d(&z(&[2, 2, 3]), None, 1, 0, 1, 1).unwrap_err();
+    assert!(e.msg.contains("larger than the padded input"), "{e}");
+    let e = z(&[1, 2, 5]).conv1d(&z(&[2, 2, 3]), None, 0, 0, 1, 1).unwrap_err();
+    assert!(e.msg.contains("stride"), "{e}");
+}
+
+#[test]
+fn pool_argument_errors() {
+    let x = Tensor::zeros([1, 2, 4, 4], DType::F32).unwrap();
+    let e = x.max_pool2d([2, 2], [0, 2], [0, 0]).unwrap_err();
+    assert!(e.msg.contains("stride"), "{e}");
+    let e = x.avg_pool2d([2, 2], [1, 1], [2, 0]).unwrap_err();
+    assert!(e.msg.contains("at most half"), "{e}");
+    let e = x.max_pool2d([5, 2], [1, 1], [0, 0]).unwrap_err();
+    assert!(e.msg.contains("larger than the padded input"), "{e}");
+    let e = x.avg_pool2d([0, 2], [1, 1], [0, 0]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    let e = x.reshape([2, 16]).unwrap().max_pool2d([2, 2], [2, 2], [0, 0]);
+    assert_eq!(e.unwrap_err().kind, ErrorKind::Shape);
+    let e = x.adaptive_avg_pool2d([0, 2]).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    let xi = Tensor::zeros([1, 2, 4, 4], DType::U8).unwrap();
+    assert_eq!(xi.max_pool2d([2, 2], [2, 2], [0, 0]).unwrap_err().kind, ErrorKind::DType);
+    assert_eq!(xi.adaptive_avg_pool2d([2, 2]).unwrap_err().kind, ErrorKind::DType);
+}

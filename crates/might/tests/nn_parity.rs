@@ -1,0 +1,255 @@
+//! PyTorch parity: `tests/fixtures/nn.json` (made by `tests/fixtures/gen_nn.py`) holds, per
+//! case, a layer's weights, an input, the output gradient, and PyTorch's output, gradients and
+//! buffers (computed in f64 from f32-rounded data). We build the same layer with `might`, copy
+//! the weights into its *named* parameters (so names must match PyTorch's), run f32 forward and
+//! backward, and compare.
+
+use might::nn::functional::{
+    binary_cross_entropy_with_logits, cross_entropy, huber_loss, scaled_dot_product_attention,
+    CrossEntropyOptions, Reduction,
+};
+use might::nn::{
+    BatchNorm1d, BatchNorm2d, Embedding, LayerNorm, Linear, LogSoftmax, MhaConfig, Module,
+    MultiheadAttention, RMSNorm, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU,
+};
+use might::{no_grad, DType, Result, Tensor};
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Relative tolerance, measured against the larger of |reference| and a tenth of the
+/// tensor's largest magnitude (f32 rounding on near-zero entries of a tensor is relative to
+/// its scale, not to the entry).
+const RTOL: f64 = 1e-5;
+
+fn load_fixture() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/nn.json");
+    let text = std::fs::read_to_string(path).expect("fixture nn.json");
+    serde_json::from_str(&text).expect("valid json")
+}
+
+fn data(v: &Value) -> (Vec<f64>, Vec<usize>) {
+    let shape = v["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect();
+    let d = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    (d, shape)
+}
+
+fn f32_tensor(v: &Value) -> Tensor {
+    let (d, s) = data(v);
+    Tensor::from_vec(d, s).unwrap().to_dtype(DType::F32).unwrap()
+}
+
+fn i64_tensor(v: &Value) -> Tensor {
+    let (d, s) = data(v);
+    Tensor::from_vec(d.into_iter().map(|x| x as i64).collect::<Vec<_>>(), s).unwrap()
+}
+
+fn compare(case: &str, what: &str, got: &Tensor, want: &Value) {
+    let (w, s) = data(want);
+    assert_eq!(got.dims(), s.as_slice(), "{case} {what}: shape");
+    let g = got.to_f64_vec();
+    let scale = w.iter().fold(0f64, |a, b| a.max(b.abs())) * 0.1;
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let tol = RTOL * b.abs().max(scale).max(1e-6);
+        assert!(
+            (a - b).abs() <= tol,
+            "{case} {what}[{i}]: might {a} vs torch {b} (|diff| {:.3e} > {tol:.3e})",
+            (a - b).abs()
+        );
+    }
+}
+
+/// A parameter-free function as a module.
+struct Func(Box<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>);
+
+impl Module for Func {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        (self.0)(x)
+    }
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        vec![]
+    }
+}
+
+/// Self-attention with a key padding mask.
+struct MhaKpm(MultiheadAttention, Tensor);
+
+impl Module for MhaKpm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.0.forward_attn(x, x, x, Some(&self.1), false, None)?.0)
+    }
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        self.0.named_parameters()
+    }
+}
+
+fn reduction(c: &Value) -> Reduction {
+    match c["reduction"].as_str().unwrap() {
+        "mean" => Reduction::Mean,
+        "sum" => Reduction::Sum,
+        _ => Reduction::None,
+    }
+}
+
+fn usizes(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect()
+}
+
+/// The layer for a case, or `None` for kinds this file does not cover (conv layers live in
+/// their own test file).
+fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
+    let u = |k: &str| c[k].as_u64().unwrap() as usize;
+    Ok(Some(match kind {
+        "linear" => Box::new(Linear::new(u("in"), u("out"), c["bias"].as_bool().unwrap())),
+        "layernorm" => Box::new(LayerNorm::with_config(
+            &usizes(&c["shape"]),
+            c["eps"].as_f64().unwrap(),
+            true,
+            true,
+        )),
+        "rmsnorm" => Box::new(RMSNorm::with_config(
+            &usizes(&c["shape"]),
+            c["eps"].as_f64(),
+            true,
+        )),
+        "batchnorm1d" => Box::new(BatchNorm1d::new(u("c"))),
+        "batchnorm2d" => Box::new(BatchNorm2d::new(u("c"))),
+        "embedding" => Box::new(Embedding::new(u("n"), u("d"))),
+        "gelu" => Box::new(GELU::new()),
+        "gelu_tanh" => Box::new(GELU::tanh()),
+        "silu" => Box::new(SiLU),
+        "tanh" => Box::new(Tanh),
+        "sigmoid" => Box::new(Sigmoid),
+        "relu" => Box::new(ReLU),
+        "softmax" => Box::new(Softmax::new(-1)),
+        "log_softmax" => Box::new(LogSoftmax::new(1)),
+        "mha" => {
+            let cfg = MhaConfig {
+                batch_first: c["batch_first"].as_bool().unwrap(),
+                ..Default::default()
+            };
+            let m = MultiheadAttention::new(u("e"), u("h"), cfg)?;
+            if c.get("kpm").is_some() {
+                let rows: Vec<Vec<bool>> = c["kpm"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| usizes(r).iter().map(|&v| v == 1).collect())
+                    .collect();
+                let n = rows[0].len();
+                let kpm = Tensor::from_vec(rows.concat(), [rows.len(), n])?;
+                Box::new(MhaKpm(m, kpm))
+            } else {
+                Box::new(m)
+            }
+        }
+        "sdpa" => {
+            let (k, v, causal) = (
+                f32_tensor(&c["k"]),
+                f32_tensor(&c["v"]),
+                c["causal"].as_bool().unwrap(),
+            );
+            Box::new(Func(Box::new(move |q| {
+                scaled_dot_product_attention(q, &k, &v, None, 0.0, causal)
+            })))
+        }
+        "cross_entropy" | "cross_entropy_prob" => {
+            let t = if kind == "cross_entropy" {
+                i64_tensor(&c["target"])
+            } else {
+                f32_tensor(&c["target"])
+            };
+            let o = CrossEntropyOptions {
+                label_smoothing: c["label_smoothing"].as_f64().unwrap(),
+                reduction: reduction(c),
+                ..Default::default()
+            };
+            Box::new(Func(Box::new(move |x| cross_entropy(x, &t, &o))))
+        }
+        "bce_logits" => {
+            let (t, r) = (f32_tensor(&c["target"]), reduction(c));
+            Box::new(Func(Box::new(move |x| {
+                binary_cross_entropy_with_logits(x, &t, r)
+            })))
+        }
+        "huber" => {
+            let (t, r, d) = (
+                f32_tensor(&c["target"]),
+                reduction(c),
+                c["delta"].as_f64().unwrap(),
+            );
+            Box::new(Func(Box::new(move |x| huber_loss(x, &t, d, r))))
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// Load weights and buffers by name, run forward/backward, compare with PyTorch.
+pub fn check_case(case: &Value, mut m: Box<dyn Module>) -> Result<()> {
+    let name = case["name"].as_str().unwrap();
+    m.train(case["train"].as_bool().unwrap());
+    let want_params: BTreeSet<&String> = case["params"].as_object().unwrap().keys().collect();
+    let params = m.named_parameters();
+    let have: BTreeSet<&String> = params.iter().map(|p| &p.0).collect();
+    assert_eq!(have, want_params, "{name}: parameter names");
+    {
+        let _g = no_grad();
+        for (n, p) in &params {
+            p.copy_(&f32_tensor(&case["params"][n]))?;
+        }
+        for (n, b) in m.named_buffers() {
+            b.copy_(&f32_tensor(&case["buffers_before"][&n]))?;
+        }
+    }
+    let xin = &case["input"];
+    let x = if case["kind"] == "embedding" {
+        i64_tensor(xin)
+    } else {
+        f32_tensor(xin).with_requires_grad()
+    };
+    let y = m.forward(&x)?;
+    compare(name, "output", &y, &case["output"]);
+    y.backward_with_grad(&f32_tensor(&case["grad_output"]))?;
+    for (k, want) in case["grads"].as_object().unwrap() {
+        let t = if k == "input" {
+            x.clone()
+        } else {
+            params.iter().find(|p| &p.0 == k).unwrap().1.clone()
+        };
+        let g = t.grad().unwrap_or_else(|| panic!("{name}: no grad for {k}"));
+        compare(name, &format!("grad of {k}"), &g, want);
+    }
+    for (n, b) in m.named_buffers() {
+        compare(name, &n, &b, &case["buffers_after"][&n]);
+    }
+    Ok(())
+}
+
+#[test]
+fn layers_and_losses_match_pytorch() -> Result<()> {
+    let fx = load_fixture();
+    let mut done = vec![];
+    for case in fx["cases"].as_array().unwrap() {
+        let kind = case["kind"].as_str().unwrap();
+        if let Some(m) = build(kind, &case["config"])? {
+            check_case(case, m)?;
+            done.push(case["name"].as_str().unwrap().to_string());
+        }
+    }
+    // every non-conv case of the fixture ran
+    assert!(done.len() >= 27, "only {} cases ran: {done:?}", done.len());
+    Ok(())
+}
