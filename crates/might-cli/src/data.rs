@@ -32,7 +32,9 @@ pub fn default_dir(ds: DatasetName) -> PathBuf {
     if here.is_dir() {
         return here;
     }
-    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
     if ws.is_dir() {
         ws
     } else {
@@ -46,8 +48,12 @@ fn check_dir(ds: DatasetName, dir: &Path) -> Result<(), CliError> {
     }
     let hint = match ds {
         DatasetName::Mnist => "",
-        DatasetName::FashionMnist => " (install the Debian package dataset-fashion-mnist or pass --data DIR)",
-        DatasetName::Cifar10 => " (unpack cifar10-jpg.tar.gz or the CIFAR-10 binary version and pass --data DIR)",
+        DatasetName::FashionMnist => {
+            " (install the Debian package dataset-fashion-mnist or pass --data DIR)"
+        }
+        DatasetName::Cifar10 => {
+            " (unpack cifar10-jpg.tar.gz or the CIFAR-10 binary version and pass --data DIR)"
+        }
     };
     Err(CliError(format!(
         "{} data directory {} does not exist{hint}",
@@ -63,6 +69,7 @@ pub fn load(
     train: bool,
     seed: u64,
     limit: Option<usize>,
+    normalize: bool,
 ) -> Result<Loaded, CliError> {
     check_dir(ds, dir)?;
     match ds {
@@ -72,10 +79,32 @@ pub fn load(
             } else {
                 FASHION_CLASSES
             };
-            let test = Mnist::load(dir, false)?;
+            // Standardising with the training set's pixel mean/std (as the PyTorch MNIST
+            // example does) is what gets the default MLP past 97% in 5 epochs; raw [0, 1]
+            // pixels give about 96.7% with PyTorch and with might alike.
+            let (m, s) = match ds {
+                DatasetName::FashionMnist => (0.2860f32, 0.3530f32),
+                _ => (0.1307, 0.3081),
+            };
+            let (mean, std) = if normalize {
+                (vec![m], vec![s])
+            } else {
+                (vec![], vec![])
+            };
+            let tf = || {
+                if normalize {
+                    vec![Transform::Normalize {
+                        mean: mean.clone(),
+                        std: std.clone(),
+                    }]
+                } else {
+                    vec![]
+                }
+            };
+            let test = Mnist::load(dir, false)?.with_transforms(tf(), 0);
             let chw = test.image_shape();
             let train = if train {
-                let t = Mnist::load(dir, true)?;
+                let t = Mnist::load(dir, true)?.with_transforms(tf(), 0);
                 let t: Arc<dyn Dataset> = match limit {
                     Some(n) => Arc::new(Limited(Arc::new(t), n)),
                     None => Arc::new(t),
@@ -89,8 +118,8 @@ pub fn load(
                 test: Arc::new(test),
                 chw,
                 classes: classes.iter().map(|s| s.to_string()).collect(),
-                mean: vec![],
-                std: vec![],
+                mean,
+                std,
             })
         }
         DatasetName::Cifar10 => load_cifar(dir, train, seed, limit),
@@ -114,14 +143,17 @@ fn load_cifar(
     let binary = dir.join("data_batch_1.bin").is_file()
         || dir.join("test_batch.bin").is_file()
         || dir.join("cifar-10-batches-bin").is_dir();
-    let (tr, te, classes): (Option<Arc<dyn Dataset>>, Arc<dyn Dataset>, Vec<String>) = if binary {
+    let (tr, te, classes): Split = if binary {
         let te = Cifar10::load(dir, false)?.with_transforms(vec![cifar::cifar10_normalize()], 0);
         let tr = if train {
             Some(Arc::new(Cifar10::load(dir, true)?.with_transforms(aug, seed)) as Arc<dyn Dataset>)
         } else {
             None
         };
-        let classes = cifar::CIFAR10_CLASSES.iter().map(|s| s.to_string()).collect();
+        let classes = cifar::CIFAR10_CLASSES
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         (tr, Arc::new(te), classes)
     } else {
         folder(dir, train, seed, aug)?

@@ -17,7 +17,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "might", version, about = "Train and run models with the might tensor library")]
+#[command(
+    name = "might",
+    version,
+    about = "Train and run models with the might tensor library"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Command,
@@ -105,6 +109,10 @@ pub struct TrainArgs {
     /// Use only the first N training samples (quick experiments).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Feed MNIST/Fashion-MNIST pixels as plain [0, 1] values instead of standardising them
+    /// with the dataset's mean and std.
+    #[arg(long)]
+    pub no_normalize: bool,
 }
 
 #[derive(Subcommand, Debug)]

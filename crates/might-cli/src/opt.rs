@@ -4,13 +4,15 @@
 
 use might::{Result, Tensor};
 
+/// Optimizer state: named tensors and named scalars.
+pub type State = (Vec<(String, Tensor)>, Vec<(String, f64)>);
+
 pub trait Optim {
     /// Apply one update from the parameters' `.grad()`.
     fn step(&mut self) -> Result<()>;
     fn zero_grad(&mut self);
-    fn lr(&self) -> f64;
     /// Named state tensors (momentum buffers...) and scalars (step count).
-    fn state(&self) -> (Vec<(String, Tensor)>, Vec<(String, f64)>);
+    fn state(&self) -> State;
     /// Restore what `state` returned; missing or mis-shaped entries are an error.
     fn load_state(&mut self, t: &[(String, Tensor)], s: &[(String, f64)]) -> Result<()>;
 }
@@ -30,7 +32,11 @@ fn find<'a>(t: &'a [(String, Tensor)], name: &str, like: &Tensor) -> Result<&'a 
     if v.dims() != like.dims() {
         return Err(might::Error::shape(
             "optimizer",
-            format!("{name} has shape {} but the parameter is {}", v.shape(), like.shape()),
+            format!(
+                "{name} has shape {} but the parameter is {}",
+                v.shape(),
+                like.shape()
+            ),
         ));
     }
     Ok(v)
@@ -83,15 +89,15 @@ impl Optim for Sgd {
     fn zero_grad(&mut self) {
         zero_grads(&self.params)
     }
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-    fn state(&self) -> (Vec<(String, Tensor)>, Vec<(String, f64)>) {
+    fn state(&self) -> State {
         let t = self
             .bufs
             .iter()
             .enumerate()
-            .filter_map(|(i, b)| b.as_ref().map(|b| (format!("momentum_buffer.{i}"), b.clone())))
+            .filter_map(|(i, b)| {
+                b.as_ref()
+                    .map(|b| (format!("momentum_buffer.{i}"), b.clone()))
+            })
             .collect();
         (t, vec![])
     }
@@ -171,10 +177,7 @@ impl Optim for Adam {
     fn zero_grad(&mut self) {
         zero_grads(&self.params)
     }
-    fn lr(&self) -> f64 {
-        self.lr
-    }
-    fn state(&self) -> (Vec<(String, Tensor)>, Vec<(String, f64)>) {
+    fn state(&self) -> State {
         let mut t = Vec::new();
         for (i, (m, v)) in self.m.iter().zip(&self.v).enumerate() {
             t.push((format!("exp_avg.{i}"), m.clone()));

@@ -17,7 +17,12 @@ impl Row {
     pub fn csv(&self) -> String {
         format!(
             "{},{:.6},{:.6},{:.6},{:.6},{:.3}",
-            self.epoch, self.train_loss, self.train_acc, self.test_loss, self.test_acc, self.seconds
+            self.epoch,
+            self.train_loss,
+            self.train_acc,
+            self.test_loss,
+            self.test_acc,
+            self.seconds
         )
     }
     pub fn parse(line: &str) -> Option<Row> {
@@ -37,7 +42,10 @@ impl Row {
     }
 }
 
-fn panel(out: &mut String, x0: f64, title: &str, series: &[(&str, &str, Vec<(f64, f64)>)]) {
+/// A named, coloured line of `(epoch, value)` points.
+type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+
+fn panel(out: &mut String, x0: f64, title: &str, series: &[Series]) {
     let (w, h, pad) = (380.0, 260.0, 45.0);
     let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.2.iter().copied()).collect();
     let (mut xmin, mut xmax) = (f64::MAX, f64::MIN);
@@ -95,7 +103,9 @@ fn panel(out: &mut String, x0: f64, title: &str, series: &[(&str, &str, Vec<(f64
         ));
         for p in &path {
             let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-            out.push_str(&format!("<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{color}\"/>\n"));
+            out.push_str(&format!(
+                "<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"{color}\"/>\n"
+            ));
         }
         out.push_str(&format!(
             "<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"{color}\">{name}</text>\n",

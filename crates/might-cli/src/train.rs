@@ -158,15 +158,26 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         .data
         .clone()
         .unwrap_or_else(|| data::default_dir(args.dataset));
-    let loaded = data::load(args.dataset, &dir, true, args.seed, args.limit)?;
+    let loaded = data::load(
+        args.dataset,
+        &dir,
+        true,
+        args.seed,
+        args.limit,
+        !args.no_normalize,
+    )?;
     let train_ds = loaded.train.clone().expect("train split was asked for");
-    let out = args.out.clone().or_else(|| args.resume.clone()).unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "runs/{}-{}",
-            args.dataset.as_str(),
-            args.model.as_str()
-        ))
-    });
+    let out = args
+        .out
+        .clone()
+        .or_else(|| args.resume.clone())
+        .unwrap_or_else(|| {
+            PathBuf::from(format!(
+                "runs/{}-{}",
+                args.dataset.as_str(),
+                args.model.as_str()
+            ))
+        });
     std::fs::create_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
 
     might::manual_seed(args.seed);
@@ -175,7 +186,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     let mut start_epoch = 0;
     let mut rows: Vec<Row> = Vec::new();
     if let Some(rdir) = &args.resume {
-        let path = rdir.join("last.ckpt");
+        let path = rdir.join("last.safetensors");
         let ck = ckpt::load(&path)?;
         if ck.meta.get("dataset").map(String::as_str) != Some(args.dataset.as_str())
             || ck.meta.get("model").map(String::as_str) != Some(args.model.as_str())
@@ -304,11 +315,15 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             optim_tensors: ot,
             optim_scalars: os,
             epoch: epoch + 1,
+            step: (epoch + 1) * steps,
             rng: might::tensor::random::global_state(),
             meta,
         };
-        ckpt::save(&out.join(format!("checkpoint-epoch{}.ckpt", epoch + 1)), &ck)?;
-        ckpt::save(&out.join("last.ckpt"), &ck)?;
+        ckpt::save(
+            &out.join(format!("checkpoint-epoch{}.safetensors", epoch + 1)),
+            &ck,
+        )?;
+        ckpt::save(&out.join("last.safetensors"), &ck)?;
     }
     let last = rows.last().cloned().ok_or_else(|| {
         CliError(format!(
@@ -334,7 +349,10 @@ pub fn train(args: &TrainArgs) -> Res<()> {
 }
 
 fn join_f32(v: &[f32]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Model, dataset name, input shape and classes stored in a checkpoint.
@@ -355,7 +373,10 @@ fn restore(path: &Path) -> Res<(Box<dyn Net>, DatasetName, Checkpoint)> {
     };
     let chw: Vec<usize> = get("chw")?
         .split(',')
-        .map(|d| d.parse().map_err(|_| CliError("bad chw in checkpoint".into())))
+        .map(|d| {
+            d.parse()
+                .map_err(|_| CliError("bad chw in checkpoint".into()))
+        })
         .collect::<Res<_>>()?;
     let chw: [usize; 3] = chw
         .try_into()
@@ -375,7 +396,14 @@ pub fn eval(path: &Path, data_dir: Option<&Path>, threads: Option<usize>) -> Res
     let dir = data_dir
         .map(Path::to_path_buf)
         .unwrap_or_else(|| data::default_dir(ds));
-    let loaded = data::load(ds, &dir, false, 0, None)?;
+    let loaded = data::load(
+        ds,
+        &dir,
+        false,
+        0,
+        None,
+        !ck.meta.get("mean").is_none_or(|m| m.is_empty()),
+    )?;
     let t0 = Instant::now();
     let (loss, acc) = evaluate(net.as_mut(), loaded.test.clone())?;
     println!(
@@ -394,7 +422,10 @@ pub fn eval(path: &Path, data_dir: Option<&Path>, threads: Option<usize>) -> Res
 #[cfg(feature = "image")]
 pub fn predict(path: &Path, image: &Path) -> Res<()> {
     let (net, _ds, ck) = restore(path)?;
-    let chw: Vec<usize> = ck.meta["chw"].split(',').filter_map(|d| d.parse().ok()).collect();
+    let chw: Vec<usize> = ck.meta["chw"]
+        .split(',')
+        .filter_map(|d| d.parse().ok())
+        .collect();
     let classes: Vec<&str> = ck.meta["classes"].split('|').collect();
     let parse = |k: &str| -> Vec<f32> {
         ck.meta
@@ -403,7 +434,8 @@ pub fn predict(path: &Path, image: &Path) -> Res<()> {
             .unwrap_or_default()
     };
     let (mean, std) = (parse("mean"), parse("std"));
-    let (px, s) = might::data::image_folder::load_image(image, chw[0] == 1, Some((chw[1], chw[2])))?;
+    let (px, s) =
+        might::data::image_folder::load_image(image, chw[0] == 1, Some((chw[1], chw[2])))?;
     let hw = s[1] * s[2];
     let x: Vec<f32> = px
         .iter()

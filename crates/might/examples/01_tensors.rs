@@ -17,7 +17,11 @@ fn main() -> might::Result<()> {
 
     // Views share storage: transposing copies nothing.
     let at = a.t()?;
-    println!("a.t() has shape {:?}, contiguous: {}", at.dims(), at.is_contiguous());
+    println!(
+        "a.t() has shape {:?}, contiguous: {}",
+        at.dims(),
+        at.is_contiguous()
+    );
 
     // Matmul and reductions.
     let g = a.matmul(&at)?;

@@ -11,8 +11,14 @@ fn main() -> might::Result<()> {
     let y = w.mul(&x.square()?)?.add(&w.mul_scalar(3.0)?)?.sum_all()?;
     y.backward()?;
     println!("y = {}", y.item()?);
-    println!("dy/dw = {:?} (expect [4, 7, 12])", w.grad().unwrap().to_vec::<f64>()?);
-    println!("dy/dx = {:?} (expect [1, -4, 12])", x.grad().unwrap().to_vec::<f64>()?);
+    println!(
+        "dy/dw = {:?} (expect [4, 7, 12])",
+        w.grad().unwrap().to_vec::<f64>()?
+    );
+    println!(
+        "dy/dx = {:?} (expect [1, -4, 12])",
+        x.grad().unwrap().to_vec::<f64>()?
+    );
 
     // Inside no_grad nothing is recorded: the result has no history.
     let z = {

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use might::data::{DataLoader, Dataset, Mnist};
+use might::data::{DataLoader, Dataset, Mnist, Transform};
 use might::{DType, Tensor};
 
 /// A linear layer's parameters, initialised like PyTorch (uniform ±1/sqrt(fan_in)).
@@ -24,8 +24,15 @@ fn main() -> might::Result<()> {
     let epochs: usize = args.next().and_then(|e| e.parse().ok()).unwrap_or(1);
     might::manual_seed(0);
 
-    let train: Arc<dyn Dataset> = Arc::new(Mnist::load(&dir, true)?);
-    let test: Arc<dyn Dataset> = Arc::new(Mnist::load(&dir, false)?);
+    // Pixels scaled to [0, 1] then standardised with the training set's mean and std.
+    let norm = || {
+        vec![Transform::Normalize {
+            mean: vec![0.1307],
+            std: vec![0.3081],
+        }]
+    };
+    let train: Arc<dyn Dataset> = Arc::new(Mnist::load(&dir, true)?.with_transforms(norm(), 0));
+    let test: Arc<dyn Dataset> = Arc::new(Mnist::load(&dir, false)?.with_transforms(norm(), 0));
     let loader = DataLoader::new(train, 64, true, false, 0);
 
     let (w1, b1) = linear(784, 128)?;
@@ -33,11 +40,19 @@ fn main() -> might::Result<()> {
     let params = [w1.clone(), b1.clone(), w2.clone(), b2.clone()];
     let forward = |x: &Tensor| -> might::Result<Tensor> {
         let x = x.reshape([x.dims()[0], 784])?;
-        x.matmul(&w1.t()?)?.add(&b1)?.relu()?.matmul(&w2.t()?)?.add(&b2)
+        x.matmul(&w1.t()?)?
+            .add(&b1)?
+            .relu()?
+            .matmul(&w2.t()?)?
+            .add(&b2)
     };
     // Cross-entropy = mean of -log_softmax at the target class.
     let loss_fn = |logits: &Tensor, y: &Tensor| -> might::Result<Tensor> {
-        logits.log_softmax(-1)?.gather(1, &y.unsqueeze(1)?)?.mean_all()?.neg()
+        logits
+            .log_softmax(-1)?
+            .gather(1, &y.unsqueeze(1)?)?
+            .mean_all()?
+            .neg()
     };
 
     let (lr, momentum) = (0.01, 0.9);

@@ -64,7 +64,10 @@ fn conv2d_channels_sum_and_groups_separate() -> Result<()> {
     // groups 1, 1x1 kernel: out = 2*ch0 - ch1 and ch0 + ch1
     let w = t(&[2., -1., 1., 1.], &[2, 2, 1, 1]);
     let y = x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 1)?;
-    assert_eq!(y.to_vec::<f32>()?, vec![-3., -2., -1., 0., 6., 8., 10., 12.]);
+    assert_eq!(
+        y.to_vec::<f32>()?,
+        vec![-3., -2., -1., 0., 6., 8., 10., 12.]
+    );
     // groups 2: out0 = 2*ch0, out1 = -ch1 (each output sees only its own channel)
     let w = t(&[2., -1.], &[2, 1, 1, 1]);
     let b = t(&[1., 0.], &[2]);
@@ -79,9 +82,16 @@ fn conv2d_accepts_unbatched_and_strided_inputs() -> Result<()> {
     let w = Tensor::randn([4, 3, 3, 2], 0.0, 1.0, DType::F64)?;
     let y = x.conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
     // unbatched: [C, H, W] in, [O, OH, OW] out
-    let y1 = x.select(0, 1)?.conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
+    let y1 = x
+        .select(0, 1)?
+        .conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
     assert_eq!(y1.dims(), &[4, 5, 3]);
-    assert_close(&y1.to_f64_vec(), &y.select(0, 1)?.to_f64_vec(), 1e-12, "unbatched");
+    assert_close(
+        &y1.to_f64_vec(),
+        &y.select(0, 1)?.to_f64_vec(),
+        1e-12,
+        "unbatched",
+    );
     // a transposed (non-contiguous) input gives the same result as its contiguous copy
     let xt = x.transpose(2, 3)?.contiguous()?.transpose(2, 3)?;
     assert!(!xt.is_contiguous());
@@ -132,7 +142,9 @@ fn conv1d_by_hand() -> Result<()> {
 #[test]
 fn max_pool2d_values_and_indices_by_hand() -> Result<()> {
     let x = t(
-        &[1., 5., 2., 0., 3., 4., 8., 1., 0., 9., 2., 2., 7., 1., 3., 6.],
+        &[
+            1., 5., 2., 0., 3., 4., 8., 1., 0., 9., 2., 2., 7., 1., 3., 6.,
+        ],
         &[1, 1, 4, 4],
     )
     .with_requires_grad();
@@ -153,7 +165,9 @@ fn max_pool2d_values_and_indices_by_hand() -> Result<()> {
     assert_eq!(idx.to_vec::<i64>()?, vec![2; 4]);
     // overlapping windows add their gradients at the shared maximum
     let x = x.with_requires_grad();
-    x.max_pool2d([3, 3], [1, 1], [1, 1])?.sum_all()?.backward()?;
+    x.max_pool2d([3, 3], [1, 1], [1, 1])?
+        .sum_all()?
+        .backward()?;
     assert_eq!(x.grad().unwrap().to_vec::<f32>()?, vec![0., 0., 4., 0.]);
     Ok(())
 }
@@ -216,13 +230,69 @@ fn check_conv2d(
 
 #[test]
 fn gradcheck_conv2d_variants() {
-    check_conv2d(&[2, 3, 5, 4], &[4, 3, 3, 2], true, [1, 1], [0, 0], [1, 1], 1);
-    check_conv2d(&[2, 4, 5, 5], &[6, 2, 3, 3], true, [1, 1], [1, 1], [1, 1], 2);
-    check_conv2d(&[1, 2, 7, 6], &[3, 2, 3, 3], false, [2, 2], [0, 0], [1, 1], 1);
-    check_conv2d(&[2, 2, 5, 5], &[2, 2, 2, 3], true, [1, 2], [1, 1], [1, 1], 1);
-    check_conv2d(&[1, 2, 7, 7], &[2, 2, 3, 2], false, [1, 1], [1, 0], [2, 3], 1);
-    check_conv2d(&[2, 3, 4, 4], &[5, 3, 1, 1], true, [1, 1], [0, 0], [1, 1], 1);
-    check_conv2d(&[1, 3, 6, 6], &[3, 1, 3, 3], true, [2, 2], [1, 1], [1, 1], 3);
+    check_conv2d(
+        &[2, 3, 5, 4],
+        &[4, 3, 3, 2],
+        true,
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        1,
+    );
+    check_conv2d(
+        &[2, 4, 5, 5],
+        &[6, 2, 3, 3],
+        true,
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        2,
+    );
+    check_conv2d(
+        &[1, 2, 7, 6],
+        &[3, 2, 3, 3],
+        false,
+        [2, 2],
+        [0, 0],
+        [1, 1],
+        1,
+    );
+    check_conv2d(
+        &[2, 2, 5, 5],
+        &[2, 2, 2, 3],
+        true,
+        [1, 2],
+        [1, 1],
+        [1, 1],
+        1,
+    );
+    check_conv2d(
+        &[1, 2, 7, 7],
+        &[2, 2, 3, 2],
+        false,
+        [1, 1],
+        [1, 0],
+        [2, 3],
+        1,
+    );
+    check_conv2d(
+        &[2, 3, 4, 4],
+        &[5, 3, 1, 1],
+        true,
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        1,
+    );
+    check_conv2d(
+        &[1, 3, 6, 6],
+        &[3, 1, 3, 3],
+        true,
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        3,
+    );
 }
 
 #[test]
@@ -320,42 +390,70 @@ fn run_case(case: &serde_json::Value, dtype: DType, tol: f64) -> Result<()> {
                 x.conv2d(&w, b.as_ref(), s, p, d, groups)?
             } else {
                 let g = |k: &str| case[k].as_u64().unwrap() as usize;
-                x.conv1d(&w, b.as_ref(), g("stride"), g("padding"), g("dilation"), groups)?
+                x.conv1d(
+                    &w,
+                    b.as_ref(),
+                    g("stride"),
+                    g("padding"),
+                    g("dilation"),
+                    groups,
+                )?
             };
             params.push(("gw", w));
             params.extend(b.map(|b| ("gb", b)));
             y
         }
         "max_pool2d" => {
-            let (k, s, p) = (pair(case, "kernel"), pair(case, "stride"), pair(case, "padding"));
+            let (k, s, p) = (
+                pair(case, "kernel"),
+                pair(case, "stride"),
+                pair(case, "padding"),
+            );
             let (y, idx) = x.max_pool2d_with_indices(k, s, p)?;
             let want: Vec<i64> = field(case, "indices").iter().map(|&v| v as i64).collect();
             assert_eq!(idx.to_vec::<i64>()?, want, "{name}: indices");
             y
         }
         "avg_pool2d" => {
-            let (k, s, p) = (pair(case, "kernel"), pair(case, "stride"), pair(case, "padding"));
+            let (k, s, p) = (
+                pair(case, "kernel"),
+                pair(case, "stride"),
+                pair(case, "padding"),
+            );
             x.avg_pool2d(k, s, p)?
         }
         "adaptive_avg_pool2d" => x.adaptive_avg_pool2d(pair(case, "output"))?,
         other => panic!("unknown op {other}"),
     };
     assert_eq!(y.dims(), dims(case, "y_shape").as_slice(), "{name}: shape");
-    assert_close(&y.to_f64_vec(), &field(case, "y"), tol, &format!("{name} y"));
+    assert_close(
+        &y.to_f64_vec(),
+        &field(case, "y"),
+        tol,
+        &format!("{name} y"),
+    );
     let gy = t64(&field(case, "gy"), y.dims()).to_dtype(dtype)?;
     y.backward_with_grad(&gy)?;
     params.insert(0, ("gx", x));
     for (key, p) in params {
         let g = p.grad().expect("gradient");
         assert_eq!(g.dtype(), dtype);
-        assert_close(&g.to_f64_vec(), &field(case, key), tol, &format!("{name} {key}"));
+        assert_close(
+            &g.to_f64_vec(),
+            &field(case, key),
+            tol,
+            &format!("{name} {key}"),
+        );
     }
     Ok(())
 }
 
 #[test]
 fn matches_pytorch_fixture() -> Result<()> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/conv.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/conv.json"
+    );
     let text = std::fs::read_to_string(path).expect("read conv.json");
     let json: serde_json::Value = serde_json::from_str(&text).expect("parse conv.json");
     let cases = json["cases"].as_array().unwrap();
@@ -400,7 +498,14 @@ fn conv_argument_errors() {
     assert!(e.msg.contains("weight must have 4 dims"), "{e}");
     // groups 2 with 6 outputs fits; 4 outputs in 3 groups does not
     assert!(x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 2).is_ok());
-    let e = conv(&z(&[1, 3, 5, 5]), &z(&[4, 1, 3, 3]), [1, 1], [0, 0], [1, 1], 3);
+    let e = conv(
+        &z(&[1, 3, 5, 5]),
+        &z(&[4, 1, 3, 3]),
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        3,
+    );
     assert!(e.msg.contains("groups 3 must divide"), "{e}");
     let e = conv(&x, &w, [1, 1], [0, 0], [1, 1], 0);
     assert_eq!(e.kind, ErrorKind::Invalid);
@@ -426,16 +531,31 @@ fn conv_argument_errors() {
     let xi = Tensor::zeros([1, 4, 5, 5], DType::I64).unwrap();
     let e = conv(&xi, &w, [1, 1], [0, 0], [1, 1], 2);
     assert_eq!(e.kind, ErrorKind::DType);
-    let e = conv(&x.to_dtype(DType::F64).unwrap(), &w, [1, 1], [0, 0], [1, 1], 2);
+    let e = conv(
+        &x.to_dtype(DType::F64).unwrap(),
+        &w,
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        2,
+    );
     assert_eq!(e.kind, ErrorKind::DType);
     // conv1d names itself
     let e = z(&[1, 3, 5])
         .conv1d(&z(&[2, 2, 3]), None, 1, 0, 1, 1)
         .unwrap_err();
-    assert!(e.to_string().starts_with("conv1d: expected input with 2 channels"), "{e}");
-    let e = z(&[1, 2, 2]).conv1d(&z(&[2, 2, 3]), None, 1, 0, 1, 1).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("conv1d: expected input with 2 channels"),
+        "{e}"
+    );
+    let e = z(&[1, 2, 2])
+        .conv1d(&z(&[2, 2, 3]), None, 1, 0, 1, 1)
+        .unwrap_err();
     assert!(e.msg.contains("larger than the padded input"), "{e}");
-    let e = z(&[1, 2, 5]).conv1d(&z(&[2, 2, 3]), None, 0, 0, 1, 1).unwrap_err();
+    let e = z(&[1, 2, 5])
+        .conv1d(&z(&[2, 2, 3]), None, 0, 0, 1, 1)
+        .unwrap_err();
     assert!(e.msg.contains("stride"), "{e}");
 }
 
@@ -450,11 +570,20 @@ fn pool_argument_errors() {
     assert!(e.msg.contains("larger than the padded input"), "{e}");
     let e = x.avg_pool2d([0, 2], [1, 1], [0, 0]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
-    let e = x.reshape([2, 16]).unwrap().max_pool2d([2, 2], [2, 2], [0, 0]);
+    let e = x
+        .reshape([2, 16])
+        .unwrap()
+        .max_pool2d([2, 2], [2, 2], [0, 0]);
     assert_eq!(e.unwrap_err().kind, ErrorKind::Shape);
     let e = x.adaptive_avg_pool2d([0, 2]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
     let xi = Tensor::zeros([1, 2, 4, 4], DType::U8).unwrap();
-    assert_eq!(xi.max_pool2d([2, 2], [2, 2], [0, 0]).unwrap_err().kind, ErrorKind::DType);
-    assert_eq!(xi.adaptive_avg_pool2d([2, 2]).unwrap_err().kind, ErrorKind::DType);
+    assert_eq!(
+        xi.max_pool2d([2, 2], [2, 2], [0, 0]).unwrap_err().kind,
+        ErrorKind::DType
+    );
+    assert_eq!(
+        xi.adaptive_avg_pool2d([2, 2]).unwrap_err().kind,
+        ErrorKind::DType
+    );
 }

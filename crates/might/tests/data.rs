@@ -18,10 +18,22 @@ fn tmpdir(name: &str) -> PathBuf {
 /// n images of 2x3 where pixel j of image i is (i * 10 + j), labels i % 10.
 fn write_mnist(dir: &std::path::Path, prefix: &str, n: usize, gz: bool) {
     let ext = if gz { ".gz" } else { "" };
-    let px: Vec<u8> = (0..n).flat_map(|i| (0..6).map(move |j| (i * 10 + j) as u8)).collect();
+    let px: Vec<u8> = (0..n)
+        .flat_map(|i| (0..6).map(move |j| (i * 10 + j) as u8))
+        .collect();
     let lab: Vec<u8> = (0..n).map(|i| (i % 10) as u8).collect();
-    write_idx_u8(dir.join(format!("{prefix}-images-idx3-ubyte{ext}")), &[n, 2, 3], &px).unwrap();
-    write_idx_u8(dir.join(format!("{prefix}-labels-idx1-ubyte{ext}")), &[n], &lab).unwrap();
+    write_idx_u8(
+        dir.join(format!("{prefix}-images-idx3-ubyte{ext}")),
+        &[n, 2, 3],
+        &px,
+    )
+    .unwrap();
+    write_idx_u8(
+        dir.join(format!("{prefix}-labels-idx1-ubyte{ext}")),
+        &[n],
+        &lab,
+    )
+    .unwrap();
 }
 
 #[test]
@@ -61,7 +73,10 @@ fn mnist_loads_and_scales() {
 fn mnist_malformed_files_error() {
     let d = tmpdir("mnist-bad");
     // Missing directory and missing files.
-    assert_eq!(Mnist::load(d.join("nope"), true).unwrap_err().kind, ErrorKind::Io);
+    assert_eq!(
+        Mnist::load(d.join("nope"), true).unwrap_err().kind,
+        ErrorKind::Io
+    );
     assert_eq!(Mnist::load(&d, true).unwrap_err().kind, ErrorKind::Io);
     // Label count that does not match the images.
     write_idx_u8(d.join("train-images-idx3-ubyte"), &[4, 2, 2], &[0; 16]).unwrap();
@@ -80,7 +95,11 @@ fn mnist_malformed_files_error() {
     assert_eq!(Mnist::load(&d, true).unwrap_err().kind, ErrorKind::Format);
     // Corrupt gzip.
     std::fs::remove_file(d.join("train-images-idx3-ubyte")).unwrap();
-    std::fs::write(d.join("train-images-idx3-ubyte.gz"), [0x1f, 0x8b, 8, 0, 1, 2, 3]).unwrap();
+    std::fs::write(
+        d.join("train-images-idx3-ubyte.gz"),
+        [0x1f, 0x8b, 8, 0, 1, 2, 3],
+    )
+    .unwrap();
     assert_eq!(Mnist::load(&d, true).unwrap_err().kind, ErrorKind::Format);
     std::fs::remove_dir_all(&d).ok();
 }
@@ -122,19 +141,35 @@ fn cifar_binary_loads() {
             7,
         )
     };
-    let a = aug().get_batch(&[0, 1, 2]).unwrap().0.to_vec::<f32>().unwrap();
-    let b = aug().get_batch(&[0, 1, 2]).unwrap().0.to_vec::<f32>().unwrap();
+    let a = aug()
+        .get_batch(&[0, 1, 2])
+        .unwrap()
+        .0
+        .to_vec::<f32>()
+        .unwrap();
+    let b = aug()
+        .get_batch(&[0, 1, 2])
+        .unwrap()
+        .0
+        .to_vec::<f32>()
+        .unwrap();
     assert_eq!(a, b);
     let plain = te.get_batch(&[0, 1, 2]).unwrap().0.to_vec::<f32>().unwrap();
     assert_ne!(a, plain);
 
     // Malformed: a partial record and an out-of-range label.
     std::fs::write(d.join("test_batch.bin"), &cifar_records(1, 0)[..3000]).unwrap();
-    assert_eq!(Cifar10::load(&d, false).unwrap_err().kind, ErrorKind::Format);
+    assert_eq!(
+        Cifar10::load(&d, false).unwrap_err().kind,
+        ErrorKind::Format
+    );
     let mut bad = cifar_records(1, 0);
     bad[0] = 10;
     std::fs::write(d.join("test_batch.bin"), bad).unwrap();
-    assert_eq!(Cifar10::load(&d, false).unwrap_err().kind, ErrorKind::Format);
+    assert_eq!(
+        Cifar10::load(&d, false).unwrap_err().kind,
+        ErrorKind::Format
+    );
     std::fs::remove_file(d.join("data_batch_3.bin")).unwrap();
     assert_eq!(Cifar10::load(&d, true).unwrap_err().kind, ErrorKind::Io);
     std::fs::remove_dir_all(&d).ok();
@@ -192,7 +227,12 @@ fn loader_inputs_match_targets_and_errors_surface() {
     let l = DataLoader::new(ds.clone(), 2, true, false, 1);
     for b in &l {
         let (x, y) = b.unwrap();
-        let xs: Vec<i64> = x.to_vec::<f32>().unwrap().iter().map(|&v| v as i64).collect();
+        let xs: Vec<i64> = x
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&v| v as i64)
+            .collect();
         assert_eq!(xs, y.to_vec::<i64>().unwrap());
     }
     // Dropping an iterator early stops the worker cleanly.
@@ -235,7 +275,9 @@ fn image_folder_loads_png_classes() {
     // A corrupt image is a format error.
     std::fs::write(d.join("cat").join("bad.png"), b"not a png").unwrap();
     assert_eq!(
-        ImageFolder::load(&d, &ImageFolderOptions::default()).unwrap_err().kind,
+        ImageFolder::load(&d, &ImageFolderOptions::default())
+            .unwrap_err()
+            .kind,
         ErrorKind::Format
     );
     std::fs::remove_dir_all(&d).ok();

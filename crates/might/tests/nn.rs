@@ -17,7 +17,10 @@ fn t64(v: &[f64], s: &[usize]) -> Tensor {
 fn close(a: &[f64], b: &[f64], tol: f64) {
     assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "elem {i}: {x} vs {y}");
+        assert!(
+            (x - y).abs() <= tol * (1.0 + y.abs()),
+            "elem {i}: {x} vs {y}"
+        );
     }
 }
 
@@ -94,7 +97,10 @@ fn parameter_names_follow_pytorch() -> Result<()> {
         .add(BatchNorm1d::new(8))
         .add(Linear::new(8, 2, false));
     let names: Vec<String> = seq.named_parameters().into_iter().map(|p| p.0).collect();
-    assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias", "3.weight"]);
+    assert_eq!(
+        names,
+        ["0.weight", "0.bias", "2.weight", "2.bias", "3.weight"]
+    );
     assert_eq!(seq.num_parameters(), 4 * 8 + 8 + 8 + 8 + 16);
     let sd: Vec<String> = seq.state_dict().into_iter().map(|p| p.0).collect();
     assert_eq!(
@@ -123,12 +129,20 @@ fn parameter_names_follow_pytorch() -> Result<()> {
         let _g = no_grad();
         mlp.parameters()[1].fill_(0.5)?;
     }
-    assert_eq!(mlp.fc1.bias.as_ref().unwrap().to_vec::<f32>()?, vec![0.5; 3]);
+    assert_eq!(
+        mlp.fc1.bias.as_ref().unwrap().to_vec::<f32>()?,
+        vec![0.5; 3]
+    );
     let mha = MultiheadAttention::new(8, 2, MhaConfig::default())?;
     let names: Vec<String> = mha.named_parameters().into_iter().map(|p| p.0).collect();
     assert_eq!(
         names,
-        ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+        [
+            "in_proj_weight",
+            "in_proj_bias",
+            "out_proj.weight",
+            "out_proj.bias"
+        ]
     );
     Ok(())
 }
@@ -306,11 +320,20 @@ fn batchnorm1d_running_stats_after_two_steps_and_eval() -> Result<()> {
         ],
         1e-6,
     );
-    assert_eq!(bn.num_batches_tracked.to_vec::<i64>()?, vec![2], "eval does not count");
-    bn.train(true);
-    assert!(bn.forward(&Tensor::ones([1, 2], DType::F32)?).is_err(), "one value per channel");
     assert_eq!(
-        bn.forward(&Tensor::ones([2, 3], DType::F32)?).unwrap_err().kind,
+        bn.num_batches_tracked.to_vec::<i64>()?,
+        vec![2],
+        "eval does not count"
+    );
+    bn.train(true);
+    assert!(
+        bn.forward(&Tensor::ones([1, 2], DType::F32)?).is_err(),
+        "one value per channel"
+    );
+    assert_eq!(
+        bn.forward(&Tensor::ones([2, 3], DType::F32)?)
+            .unwrap_err()
+            .kind,
         ErrorKind::Shape
     );
     Ok(())
@@ -356,7 +379,11 @@ fn sdpa_hand_values_masks_and_gradcheck() -> Result<()> {
     // causal: the first query sees only the first key
     let q2 = t64(&[1., 1.], &[2, 1]);
     let y = scaled_dot_product_attention(&q2, &k, &v, None, 0.0, true)?;
-    close(&y.to_vec::<f64>()?, &[10.0, 10.0 * (1.0 - p1) + 20.0 * p1], 1e-12);
+    close(
+        &y.to_vec::<f64>()?,
+        &[10.0, 10.0 * (1.0 - p1) + 20.0 * p1],
+        1e-12,
+    );
     // bool mask: true = attend
     let m = Tensor::from_vec(vec![false, true], [1, 2])?;
     let y = scaled_dot_product_attention(&q, &k, &v, Some(&m), 0.0, false)?;
@@ -436,10 +463,16 @@ fn init_functions_follow_pytorch_fans() -> Result<()> {
     let s = std(&w.to_f64_vec());
     assert!((s / (2.0f64 / 288.0).sqrt() - 1.0).abs() < 0.05, "std {s}");
     init::kaiming_uniform(&w, 5f64.sqrt(), FanMode::FanOut, Nonlinearity::LeakyRelu)?;
-    assert!(w.to_f64_vec().iter().all(|x| x.abs() <= 1.0 / 576f64.sqrt()));
+    assert!(w
+        .to_f64_vec()
+        .iter()
+        .all(|x| x.abs() <= 1.0 / 576f64.sqrt()));
     init::xavier_normal(&w, 2.0)?;
     let s = std(&w.to_f64_vec());
-    assert!((s / (2.0 * (2.0f64 / 864.0).sqrt()) - 1.0).abs() < 0.05, "std {s}");
+    assert!(
+        (s / (2.0 * (2.0f64 / 864.0).sqrt()) - 1.0).abs() < 0.05,
+        "std {s}"
+    );
     init::normal(&w, 3.0, 0.0)?;
     assert!(w.to_f64_vec().iter().all(|&x| x == 3.0));
     init::uniform(&w, -1.0, -0.5)?;
@@ -449,7 +482,10 @@ fn init_functions_follow_pytorch_fans() -> Result<()> {
     assert_eq!(p.to_vec::<f32>()?, vec![1.0; 3]);
     init::zeros(&p)?;
     assert_eq!(p.to_vec::<f32>()?, vec![0.0; 3]);
-    assert_eq!(init::xavier_uniform(&p, 1.0).unwrap_err().kind, ErrorKind::Shape);
+    assert_eq!(
+        init::xavier_uniform(&p, 1.0).unwrap_err().kind,
+        ErrorKind::Shape
+    );
     assert!((init::calculate_gain(Nonlinearity::Tanh, 0.0) - 5.0 / 3.0).abs() < 1e-12);
     Ok(())
 }

@@ -19,7 +19,10 @@ fn ids(v: &[i64], s: &[usize]) -> Tensor {
 fn close(a: &[f64], b: &[f64], tol: f64) {
     assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");
     for (i, (x, y)) in a.iter().zip(b).enumerate() {
-        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "elem {i}: {x} vs {y}");
+        assert!(
+            (x - y).abs() <= tol * (1.0 + y.abs()),
+            "elem {i}: {x} vs {y}"
+        );
     }
 }
 
@@ -55,11 +58,19 @@ fn cross_entropy_hand_values() -> Result<()> {
     let sm = cross_entropy(&logits, &t, &opts(0.3, Reduction::None))?;
     close(&sm.to_vec::<f64>()?[..1], &[s0], 1e-12);
     // f32 logits: same numbers within f32 precision, result stays f32
-    let l32 = cross_entropy(&logits.to_dtype(DType::F32)?, &t, &CrossEntropyOptions::default())?;
+    let l32 = cross_entropy(
+        &logits.to_dtype(DType::F32)?,
+        &t,
+        &CrossEntropyOptions::default(),
+    )?;
     assert_eq!(l32.dtype(), DType::F32);
     close(&[l32.item()?], &[(l0 + l1) / 2.0], 1e-6);
     // unbatched [C] logits with a 0-d target
-    let u = cross_entropy(&t64(&x[..3], &[3]), &Tensor::scalar(2i64), &opts(0.0, Reduction::Mean))?;
+    let u = cross_entropy(
+        &t64(&x[..3], &[3]),
+        &Tensor::scalar(2i64),
+        &opts(0.0, Reduction::Mean),
+    )?;
     close(&[u.item()?], &[l0], 1e-12);
     Ok(())
 }
@@ -107,17 +118,33 @@ fn cross_entropy_ignore_index_and_errors() -> Result<()> {
     let l = cross_entropy(&logits, &ids(&[2, 2, 1], &[3]), &o)?;
     close(&[l.item()?], &[lse(&x[6..])], 1e-12);
     // all ignored: mean is 0/0 = NaN, as in PyTorch
-    let l = cross_entropy(&logits, &ids(&[-100; 3], &[3]), &CrossEntropyOptions::default())?;
+    let l = cross_entropy(
+        &logits,
+        &ids(&[-100; 3], &[3]),
+        &CrossEntropyOptions::default(),
+    )?;
     assert!(l.item()?.is_nan());
-    let e = cross_entropy(&logits, &ids(&[3, 0, 0], &[3]), &CrossEntropyOptions::default())
-        .unwrap_err();
+    let e = cross_entropy(
+        &logits,
+        &ids(&[3, 0, 0], &[3]),
+        &CrossEntropyOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Index);
     assert!(e.to_string().contains("target 3"), "{e}");
-    let e = cross_entropy(&logits, &ids(&[0, 0], &[2]), &CrossEntropyOptions::default())
-        .unwrap_err();
+    let e = cross_entropy(
+        &logits,
+        &ids(&[0, 0], &[2]),
+        &CrossEntropyOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Shape);
-    let e = cross_entropy(&logits, &Tensor::zeros([3], DType::U8)?, &CrossEntropyOptions::default())
-        .unwrap_err();
+    let e = cross_entropy(
+        &logits,
+        &Tensor::zeros([3], DType::U8)?,
+        &CrossEntropyOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::DType);
     Ok(())
 }
@@ -130,14 +157,22 @@ fn cross_entropy_gradcheck_all_variants() -> Result<()> {
     let t = ids(&[4, -100, 0, 2], &[4]);
     for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
         for ls in [0.0, 0.2] {
-            gradcheck(|i| cross_entropy(&i[0], &t, &opts(ls, r)), std::slice::from_ref(&x), gc)?;
+            gradcheck(
+                |i| cross_entropy(&i[0], &t, &opts(ls, r)),
+                std::slice::from_ref(&x),
+                gc,
+            )?;
         }
     }
     // [N, C, d1, d2] layout: class dim 1
     let x4 = Tensor::randn([2, 3, 2, 2], DType::F64)?;
     let t4 = ids(&[0, 1, 2, 1, 2, 2, 0, -100], &[2, 2, 2]);
     for r in [Reduction::Mean, Reduction::None] {
-        gradcheck(|i| cross_entropy(&i[0], &t4, &opts(0.1, r)), std::slice::from_ref(&x4), gc)?;
+        gradcheck(
+            |i| cross_entropy(&i[0], &t4, &opts(0.1, r)),
+            std::slice::from_ref(&x4),
+            gc,
+        )?;
     }
     // probability targets: gradient w.r.t. logits and target
     let p = Tensor::rand([3, 4], DType::F64)?;
@@ -178,11 +213,20 @@ fn nll_loss_matches_cross_entropy_and_gradchecks() -> Result<()> {
     let a = nll_loss(&x.log_softmax(1)?, &t, Reduction::Mean, -100)?;
     let b = cross_entropy(&x, &t, &CrossEntropyOptions::default())?;
     close(&[a.item()?], &[b.item()?], 1e-12);
-    let v = nll_loss(&t64(&[-1., -2., -3., -4.], &[2, 2]), &ids(&[1, 0], &[2]), Reduction::None, -100)?;
+    let v = nll_loss(
+        &t64(&[-1., -2., -3., -4.], &[2, 2]),
+        &ids(&[1, 0], &[2]),
+        Reduction::None,
+        -100,
+    )?;
     assert_eq!(v.to_vec::<f64>()?, vec![2., 3.]);
     let gc = GradCheck::default();
     for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
-        gradcheck(|i| nll_loss(&i[0], &t, r, -100), std::slice::from_ref(&x), gc)?;
+        gradcheck(
+            |i| nll_loss(&i[0], &t, r, -100),
+            std::slice::from_ref(&x),
+            gc,
+        )?;
     }
     assert_eq!(
         nll_loss(&x, &ids(&[0, 3, 0, 0], &[4]), Reduction::Mean, -100)
@@ -198,7 +242,11 @@ fn regression_losses_hand_values_and_gradcheck() -> Result<()> {
     let a = t64(&[1., 2., 3., -1.], &[2, 2]);
     let b = t64(&[0., 2., 5., 0.5], &[2, 2]);
     // d = [1, 0, -2, -1.5]
-    close(&[mse_loss(&a, &b, Reduction::Mean)?.item()?], &[(1. + 4. + 2.25) / 4.], 1e-12);
+    close(
+        &[mse_loss(&a, &b, Reduction::Mean)?.item()?],
+        &[(1. + 4. + 2.25) / 4.],
+        1e-12,
+    );
     close(&[l1_loss(&a, &b, Reduction::Sum)?.item()?], &[4.5], 1e-12);
     let h = huber_loss(&a, &b, 1.0, Reduction::None)?.to_vec::<f64>()?;
     close(&h, &[0.5, 0.0, 1.5, 1.0], 1e-12);
@@ -218,7 +266,11 @@ fn regression_losses_hand_values_and_gradcheck() -> Result<()> {
     for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
         gradcheck(|i| mse_loss(&i[0], &i[1], r), &[x.clone(), y.clone()], gc)?;
         gradcheck(|i| l1_loss(&i[0], &i[1], r), &[x.clone(), y.clone()], gc)?;
-        gradcheck(|i| huber_loss(&i[0], &i[1], 0.8, r), &[x.clone(), y.clone()], gc)?;
+        gradcheck(
+            |i| huber_loss(&i[0], &i[1], 0.8, r),
+            &[x.clone(), y.clone()],
+            gc,
+        )?;
     }
     Ok(())
 }

@@ -45,7 +45,10 @@ fn data(v: &Value) -> (Vec<f64>, Vec<usize>) {
 
 fn f32_tensor(v: &Value) -> Tensor {
     let (d, s) = data(v);
-    Tensor::from_vec(d, s).unwrap().to_dtype(DType::F32).unwrap()
+    Tensor::from_vec(d, s)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
 }
 
 fn i64_tensor(v: &Value) -> Tensor {
@@ -229,7 +232,9 @@ pub fn check_case(case: &Value, mut m: Box<dyn Module>) -> Result<()> {
         } else {
             params.iter().find(|p| &p.0 == k).unwrap().1.clone()
         };
-        let g = t.grad().unwrap_or_else(|| panic!("{name}: no grad for {k}"));
+        let g = t
+            .grad()
+            .unwrap_or_else(|| panic!("{name}: no grad for {k}"));
         compare(name, &format!("grad of {k}"), &g, want);
     }
     for (n, b) in m.named_buffers() {

@@ -63,7 +63,7 @@ impl Cifar10 {
         for f in &files {
             let b = std::fs::read(f)
                 .map_err(|e| Error::io("Cifar10::load", format!("{}: {e}", f.display())))?;
-            if b.len() % RECORD != 0 {
+            if !b.len().is_multiple_of(RECORD) {
                 return Err(Error::format(
                     "Cifar10::load",
                     format!(
@@ -81,10 +81,13 @@ impl Cifar10 {
     /// Parse concatenated 3073-byte records.
     #[track_caller]
     pub fn from_records(bytes: &[u8]) -> Result<Cifar10> {
-        if bytes.len() % RECORD != 0 {
+        if !bytes.len().is_multiple_of(RECORD) {
             return Err(Error::format(
                 "Cifar10",
-                format!("{} bytes is not a whole number of {RECORD}-byte records", bytes.len()),
+                format!(
+                    "{} bytes is not a whole number of {RECORD}-byte records",
+                    bytes.len()
+                ),
             ));
         }
         let n = bytes.len() / RECORD;
@@ -113,7 +116,12 @@ impl Cifar10 {
         if images.len() != labels.len() * (RECORD - 1) {
             return Err(Error::format(
                 "Cifar10",
-                format!("{} labels need {} pixels, got {}", labels.len(), labels.len() * 3072, images.len()),
+                format!(
+                    "{} labels need {} pixels, got {}",
+                    labels.len(),
+                    labels.len() * 3072,
+                    images.len()
+                ),
             ));
         }
         Ok(Cifar10 {

@@ -124,7 +124,10 @@ fn parse_raw(bytes: &[u8]) -> Result<IdxArray> {
         ));
     }
     let dtype = IdxType::from_code(bytes[2]).ok_or_else(|| {
-        Error::format("read_idx", format!("unknown element type 0x{:02x}", bytes[2]))
+        Error::format(
+            "read_idx",
+            format!("unknown element type 0x{:02x}", bytes[2]),
+        )
     })?;
     let ndim = bytes[3] as usize;
     if ndim == 0 {
@@ -134,7 +137,10 @@ fn parse_raw(bytes: &[u8]) -> Result<IdxArray> {
     if bytes.len() < header {
         return Err(Error::format(
             "read_idx",
-            format!("truncated header: {ndim} dims need {header} bytes, file has {}", bytes.len()),
+            format!(
+                "truncated header: {ndim} dims need {header} bytes, file has {}",
+                bytes.len()
+            ),
         ));
     }
     let dims: Vec<usize> = (0..ndim)
@@ -225,9 +231,12 @@ mod tests {
         assert!(parse_idx(&[1, 0, 8, 1, 0, 0, 0, 1, 5]).is_err()); // bad magic
         assert!(parse_idx(&[0, 0, 0x42, 1, 0, 0, 0, 1, 5]).is_err()); // bad type
         assert!(parse_idx(&[0, 0, 8, 2, 0, 0, 0, 1]).is_err()); // truncated header
-        assert!(parse_idx(&[0, 0, 8, 1, 0, 0, 0, 3, 5, 6]).unwrap_err().msg.contains("truncated"));
+        assert!(parse_idx(&[0, 0, 8, 1, 0, 0, 0, 3, 5, 6])
+            .unwrap_err()
+            .msg
+            .contains("truncated"));
         assert!(parse_idx(&[0, 0, 8, 0]).is_err()); // zero dims
-        // Truncated gzip stream.
+                                                    // Truncated gzip stream.
         let raw = encode_idx_u8(&[4], &[1, 2, 3, 4]);
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut enc, &raw).unwrap();

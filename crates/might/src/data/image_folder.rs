@@ -48,11 +48,9 @@ pub fn load_image(
         .decode()
         .map_err(|e| Error::format("load_image", format!("{}: {e}", path.display())))?;
     let img = match size {
-        Some((h, w)) if (img.height() as usize, img.width() as usize) != (h, w) => img.resize_exact(
-            w as u32,
-            h as u32,
-            image::imageops::FilterType::Triangle,
-        ),
+        Some((h, w)) if (img.height() as usize, img.width() as usize) != (h, w) => {
+            img.resize_exact(w as u32, h as u32, image::imageops::FilterType::Triangle)
+        }
         _ => img,
     };
     let (w, h) = (img.width() as usize, img.height() as usize);

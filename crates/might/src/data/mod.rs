@@ -18,9 +18,9 @@
 //! ```
 
 pub mod cifar;
+pub mod idx;
 #[cfg(feature = "image")]
 pub mod image_folder;
-pub mod idx;
 pub mod loader;
 pub mod mnist;
 pub mod text;
@@ -122,7 +122,10 @@ pub(crate) fn gather_images(
         let src = &images[i * per..(i + 1) * per];
         for ch in 0..c {
             let (a, b) = (scale[ch], shift[ch]);
-            let (s, d) = (&src[ch * h * w..(ch + 1) * h * w], &mut dst[ch * h * w..(ch + 1) * h * w]);
+            let (s, d) = (
+                &src[ch * h * w..(ch + 1) * h * w],
+                &mut dst[ch * h * w..(ch + 1) * h * w],
+            );
             for (o, &v) in d.iter_mut().zip(s) {
                 *o = v as f32 * a + b;
             }

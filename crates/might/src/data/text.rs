@@ -88,7 +88,10 @@ impl CharDataset {
         s.chars()
             .map(|c| {
                 self.stoi.get(&c).map(|&i| i as usize).ok_or_else(|| {
-                    Error::invalid("CharDataset::encode", format!("{c:?} is not in the vocabulary"))
+                    Error::invalid(
+                        "CharDataset::encode",
+                        format!("{c:?} is not in the vocabulary"),
+                    )
                 })
             })
             .collect()

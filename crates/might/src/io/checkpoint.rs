@@ -52,7 +52,11 @@ pub fn save_checkpoint(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> 
     meta.insert("might.epoch".into(), ckpt.epoch.to_string());
     meta.insert(
         "might.rng".into(),
-        ckpt.rng.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","),
+        ckpt.rng
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
     );
     for (k, v) in &ckpt.optimizer.scalars {
         // `{:?}` prints the shortest string that parses back to the same f64.
@@ -72,7 +76,9 @@ pub fn load_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
     let (tensors, meta) = safetensors::load_with_metadata(path)?;
     let bad = |m: String| Error::format(FMT, format!("{}: {m}", path.display()));
     if meta.get(FORMAT_KEY).map(String::as_str) != Some(FORMAT_VALUE) {
-        return Err(bad(format!("not a might checkpoint (metadata '{FORMAT_KEY}' missing)")));
+        return Err(bad(format!(
+            "not a might checkpoint (metadata '{FORMAT_KEY}' missing)"
+        )));
     }
     let num = |k: &str| -> Result<u64> {
         meta.get(k)
@@ -118,7 +124,8 @@ pub fn load_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
 
 /// tmp file in the same directory → write → fsync → rename → fsync directory.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |what: &str, e: std::io::Error| Error::io(FMT, format!("{what} {}: {e}", path.display()));
+    let io =
+        |what: &str, e: std::io::Error| Error::io(FMT, format!("{what} {}: {e}", path.display()));
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -132,7 +139,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         std::process::id()
     ));
     let result = (|| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io("cannot create temp file for", e))?;
+        let mut f =
+            std::fs::File::create(&tmp).map_err(|e| io("cannot create temp file for", e))?;
         f.write_all(bytes).map_err(|e| io("cannot write", e))?;
         f.sync_all().map_err(|e| io("cannot fsync", e))?;
         drop(f);

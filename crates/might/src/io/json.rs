@@ -58,7 +58,10 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, msg: &str) -> Error {
-        Error::format(self.op, format!("invalid JSON header at byte {}: {msg}", self.i))
+        Error::format(
+            self.op,
+            format!("invalid JSON header at byte {}: {msg}", self.i),
+        )
     }
     fn ws(&mut self) {
         while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
@@ -136,10 +139,9 @@ impl Parser<'_> {
             Some(b'n') => self.word("null", Json::Null),
             Some(c) if c == b'-' || c.is_ascii_digit() => {
                 let start = self.i;
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E'))
-                {
+                while self.peek().is_some_and(|c| {
+                    c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E')
+                }) {
                     self.i += 1;
                 }
                 let t = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
@@ -245,19 +247,37 @@ mod tests {
 
     #[test]
     fn parses_nested_and_escapes() {
-        let j = parse("t", br#"{"a": {"dtype": "F32", "shape": [2, 3]}, "s": "x\"\u00e9\ud83d\ude00"}"#)
-            .unwrap();
-        assert_eq!(j.get("a").unwrap().get("dtype").unwrap().as_str(), Some("F32"));
+        let j = parse(
+            "t",
+            br#"{"a": {"dtype": "F32", "shape": [2, 3]}, "s": "x\"\u00e9\ud83d\ude00"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            j.get("a").unwrap().get("dtype").unwrap().as_str(),
+            Some("F32")
+        );
         assert_eq!(j.get("s").unwrap().as_str(), Some("x\"é😀"));
         let q = quote("a\"b\\\n\u{1}");
-        assert_eq!(parse("t", q.as_bytes()).unwrap().as_str(), Some("a\"b\\\n\u{1}"));
+        assert_eq!(
+            parse("t", q.as_bytes()).unwrap().as_str(),
+            Some("a\"b\\\n\u{1}")
+        );
     }
 
     #[test]
     fn rejects_hostile() {
         let deep = "[".repeat(100_000);
         assert!(parse("t", deep.as_bytes()).is_err());
-        for bad in ["{", "{\"a\":}", "[1,]", "\"\\ud800\"", "nul", "1 2", "{\"a\" 1}", "\"\u{1}\""] {
+        for bad in [
+            "{",
+            "{\"a\":}",
+            "[1,]",
+            "\"\\ud800\"",
+            "nul",
+            "1 2",
+            "{\"a\" 1}",
+            "\"\u{1}\"",
+        ] {
             assert!(parse("t", bad.as_bytes()).is_err(), "{bad}");
         }
     }

@@ -56,7 +56,11 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<Vec<TensorInfo>> {
         npy::inspect_bytes(bytes)
     } else if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         let archive = zip::Archive::parse("zip", bytes)?;
-        if archive.entries().iter().any(|e| e.name.ends_with("data.pkl")) {
+        if archive
+            .entries()
+            .iter()
+            .any(|e| e.name.ends_with("data.pkl"))
+        {
             pt::inspect_bytes(bytes)
         } else {
             npz::inspect_bytes(bytes)
@@ -130,10 +134,16 @@ pub(crate) fn checked_nbytes(fmt: &str, shape: &[usize], dtype: DType) -> Result
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| {
-            Error::format(fmt, format!("shape {shape:?} has more elements than fit in memory"))
+            Error::format(
+                fmt,
+                format!("shape {shape:?} has more elements than fit in memory"),
+            )
         })?;
     let nbytes = numel.checked_mul(dtype.size_in_bytes()).ok_or_else(|| {
-        Error::format(fmt, format!("shape {shape:?} of {dtype} is larger than memory"))
+        Error::format(
+            fmt,
+            format!("shape {shape:?} of {dtype} is larger than memory"),
+        )
     })?;
     Ok((numel, nbytes))
 }
@@ -192,9 +202,18 @@ pub(crate) fn tensor_from_bytes(
 pub(crate) fn tensor_to_le_bytes(t: &Tensor) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(t.numel() * t.dtype().size_in_bytes());
     match t.dtype() {
-        DType::F32 => t.to_vec::<f32>()?.iter().for_each(|v| out.extend(v.to_le_bytes())),
-        DType::F64 => t.to_vec::<f64>()?.iter().for_each(|v| out.extend(v.to_le_bytes())),
-        DType::I64 => t.to_vec::<i64>()?.iter().for_each(|v| out.extend(v.to_le_bytes())),
+        DType::F32 => t
+            .to_vec::<f32>()?
+            .iter()
+            .for_each(|v| out.extend(v.to_le_bytes())),
+        DType::F64 => t
+            .to_vec::<f64>()?
+            .iter()
+            .for_each(|v| out.extend(v.to_le_bytes())),
+        DType::I64 => t
+            .to_vec::<i64>()?
+            .iter()
+            .for_each(|v| out.extend(v.to_le_bytes())),
         DType::F16 => t
             .to_vec::<f16>()?
             .iter()
@@ -210,7 +229,13 @@ pub(crate) fn tensor_to_le_bytes(t: &Tensor) -> Result<Vec<u8>> {
 }
 
 /// Read `n` bytes at `pos`, or a format error naming what was being read.
-pub(crate) fn take<'a>(fmt: &str, bytes: &'a [u8], pos: usize, n: usize, what: &str) -> Result<&'a [u8]> {
+pub(crate) fn take<'a>(
+    fmt: &str,
+    bytes: &'a [u8],
+    pos: usize,
+    n: usize,
+    what: &str,
+) -> Result<&'a [u8]> {
     pos.checked_add(n)
         .and_then(|end| bytes.get(pos..end))
         .ok_or_else(|| {

@@ -78,12 +78,19 @@ pub fn save_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
         [d] => format!("({d},)"),
         ds => format!(
             "({})",
-            ds.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            ds.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Pad so the data starts 64-byte aligned; the header ends with '\n'.
-    let (version, prefix) = if header.len() + 11 < 65536 { (1u8, 10) } else { (2u8, 12) };
+    let (version, prefix) = if header.len() + 11 < 65536 {
+        (1u8, 10)
+    } else {
+        (2u8, 12)
+    };
     while (prefix + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
@@ -118,7 +125,10 @@ struct Header {
 fn parse_header(bytes: &[u8]) -> Result<Header> {
     let magic = take(FMT, bytes, 0, 6, "magic")?;
     if magic != MAGIC {
-        return Err(Error::format(FMT, "bad magic: expected \\x93NUMPY (not a .npy file)"));
+        return Err(Error::format(
+            FMT,
+            "bad magic: expected \\x93NUMPY (not a .npy file)",
+        ));
     }
     let ver = take(FMT, bytes, 6, 2, "version")?;
     let (len, start) = match ver[0] {
@@ -130,14 +140,21 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
             let l = take(FMT, bytes, 8, 4, "header length")?;
             (u32::from_le_bytes([l[0], l[1], l[2], l[3]]) as usize, 12)
         }
-        v => return Err(Error::format(FMT, format!("unsupported format version {v}.{}", ver[1]))),
+        v => {
+            return Err(Error::format(
+                FMT,
+                format!("unsupported format version {v}.{}", ver[1]),
+            ))
+        }
     };
     if len > MAX_HEADER {
-        return Err(Error::format(FMT, format!("header length {len} is implausibly large")));
+        return Err(Error::format(
+            FMT,
+            format!("header length {len} is implausibly large"),
+        ));
     }
     let text = take(FMT, bytes, start, len, "header")?;
-    let text = std::str::from_utf8(text)
-        .map_err(|_| Error::format(FMT, "header is not text"))?;
+    let text = std::str::from_utf8(text).map_err(|_| Error::format(FMT, "header is not text"))?;
     let dict = PyLit::parse_dict(text)?;
     let mut descr = None;
     let mut fortran = None;
@@ -154,7 +171,10 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
                 ))
             }
             (k, _) => {
-                return Err(Error::format(FMT, format!("unexpected header key or value for '{k}'")))
+                return Err(Error::format(
+                    FMT,
+                    format!("unexpected header key or value for '{k}'"),
+                ))
             }
         }
     }
@@ -220,7 +240,10 @@ impl PyLit {
                 break;
             }
             let (key, rest) = Self::string(s).ok_or_else(|| err("expected a quoted key"))?;
-            s = rest.trim_start().strip_prefix(':').ok_or_else(|| err("expected ':'"))?;
+            s = rest
+                .trim_start()
+                .strip_prefix(':')
+                .ok_or_else(|| err("expected ':'"))?;
             s = s.trim_start();
             let v;
             if let Some((st, rest)) = Self::string(s) {

@@ -23,9 +23,8 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
     let mut out = Vec::with_capacity(archive.entries().len());
     for e in archive.entries() {
         let data = archive.read(e)?;
-        let t = npy::load_from_bytes(&data).map_err(|err| {
-            Error::new(err.kind, FMT, format!("array '{}': {}", e.name, err.msg))
-        })?;
+        let t = npy::load_from_bytes(&data)
+            .map_err(|err| Error::new(err.kind, FMT, format!("array '{}': {}", e.name, err.msg)))?;
         out.push((strip(&e.name), t));
     }
     Ok(out)

@@ -565,7 +565,10 @@ fn persistent_load(pid: Value) -> Result<Value> {
 
 fn reduce(func: Value, args: Value) -> Result<Value> {
     let Value::Global(g) = &func else {
-        return Err(err(format!("REDUCE on a {}, not an allowed global", func.kind())));
+        return Err(err(format!(
+            "REDUCE on a {}, not an allowed global",
+            func.kind()
+        )));
     };
     let args = tuple_items(&args, "REDUCE arguments")?;
     match *g {
@@ -639,7 +642,9 @@ pub(crate) fn flatten(v: &Value) -> Result<Vec<(String, Rc<TensorSpec>)>> {
         // "billion laughs" structure (each level referencing the previous twice) stops early.
         visits += 1;
         if visits > MAX_VISITS {
-            return Err(err(format!("more than {MAX_VISITS} values reachable (shared-reference bomb?)")));
+            return Err(err(format!(
+                "more than {MAX_VISITS} values reachable (shared-reference bomb?)"
+            )));
         }
         if depth > MAX_DEPTH {
             return Err(err(format!("containers nested deeper than {MAX_DEPTH}")));
@@ -653,7 +658,11 @@ pub(crate) fn flatten(v: &Value) -> Result<Vec<(String, Rc<TensorSpec>)>> {
         };
         match &v {
             Value::Tensor(t) => out.push((
-                if prefix.is_empty() { "tensor".to_string() } else { prefix.clone() },
+                if prefix.is_empty() {
+                    "tensor".to_string()
+                } else {
+                    prefix.clone()
+                },
                 t.clone(),
             )),
             Value::Dict(o) => {
@@ -664,7 +673,10 @@ pub(crate) fn flatten(v: &Value) -> Result<Vec<(String, Rc<TensorSpec>)>> {
                         Value::Str(s) => s.clone(),
                         Value::Int(i) => i.to_string(),
                         other => {
-                            return Err(err(format!("dict key of type {} is not supported", other.kind())))
+                            return Err(err(format!(
+                                "dict key of type {} is not supported",
+                                other.kind()
+                            )))
                         }
                     };
                     if let Some(val) = kv.get(1) {

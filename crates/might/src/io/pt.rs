@@ -47,7 +47,10 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
                 if dt != sref.dtype || len != sref.numel {
                     return Err(Error::format(
                         FMT,
-                        format!("storage '{}' is used with two different types or sizes", sref.key),
+                        format!(
+                            "storage '{}' is used with two different types or sizes",
+                            sref.key
+                        ),
                     ));
                 }
                 s
@@ -55,7 +58,10 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
             None => {
                 let entry_name = format!("{prefix}/data/{}", sref.key);
                 let entry = archive.find(&entry_name).ok_or_else(|| {
-                    Error::format(FMT, format!("tensor '{name}': archive has no entry '{entry_name}'"))
+                    Error::format(
+                        FMT,
+                        format!("tensor '{name}': archive has no entry '{entry_name}'"),
+                    )
                 })?;
                 let (_, nbytes) = checked_nbytes(FMT, &[sref.numel], sref.dtype)?;
                 if entry.usize != nbytes as u64 {
@@ -68,7 +74,9 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
                     ));
                 }
                 let data = archive.read(entry)?;
-                let s = Arc::new(RwLock::new(Storage::Cpu(decode(sref.dtype, &data, big_endian))));
+                let s = Arc::new(RwLock::new(Storage::Cpu(decode(
+                    sref.dtype, &data, big_endian,
+                ))));
                 storages.insert(sref.key.clone(), s.clone());
                 s
             }
@@ -86,14 +94,21 @@ fn build_view(name: &str, spec: &TensorSpec, storage: Arc<RwLock<Storage>>) -> R
         .shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| Error::format(FMT, format!("tensor '{name}': size {:?} overflows", spec.shape)))?;
+        .ok_or_else(|| {
+            Error::format(
+                FMT,
+                format!("tensor '{name}': size {:?} overflows", spec.shape),
+            )
+        })?;
     if numel > 0 {
         // Largest storage index touched, computed without overflow.
         let extent = spec
             .shape
             .iter()
             .zip(&spec.stride)
-            .try_fold(spec.offset, |acc, (&d, &s)| acc.checked_add((d - 1).checked_mul(s)?));
+            .try_fold(spec.offset, |acc, (&d, &s)| {
+                acc.checked_add((d - 1).checked_mul(s)?)
+            });
         if !extent.is_some_and(|e| e < numel_storage) {
             return Err(Error::format(
                 FMT,
@@ -104,7 +119,11 @@ fn build_view(name: &str, spec: &TensorSpec, storage: Arc<RwLock<Storage>>) -> R
             ));
         }
     }
-    let layout = Layout::new(Shape::from(spec.shape.clone()), spec.stride.clone(), spec.offset);
+    let layout = Layout::new(
+        Shape::from(spec.shape.clone()),
+        spec.stride.clone(),
+        spec.offset,
+    );
     let whole = layout.is_contiguous() && spec.offset == 0 && numel == numel_storage;
     let view = Tensor::from_parts(storage, layout);
     let t = if whole { view } else { view.deep_clone()? };
@@ -120,7 +139,11 @@ pub(crate) fn inspect_bytes(bytes: &[u8]) -> Result<Vec<TensorInfo>> {
     let mut out = Vec::with_capacity(specs.len());
     for (name, spec) in specs {
         checked_nbytes(FMT, &spec.shape, spec.storage.dtype)?;
-        out.push(TensorInfo::new(name, spec.storage.dtype, spec.shape.clone()));
+        out.push(TensorInfo::new(
+            name,
+            spec.storage.dtype,
+            spec.shape.clone(),
+        ));
     }
     Ok(out)
 }
@@ -141,7 +164,12 @@ fn open(bytes: &[u8]) -> Result<(zip::Archive<'_>, String, bool)> {
         .entries()
         .iter()
         .find(|e| e.name.ends_with("/data.pkl") && e.name.matches('/').count() == 1)
-        .ok_or_else(|| Error::format(FMT, "archive has no '<name>/data.pkl' record (not a torch.save file)"))?;
+        .ok_or_else(|| {
+            Error::format(
+                FMT,
+                "archive has no '<name>/data.pkl' record (not a torch.save file)",
+            )
+        })?;
     let prefix = pkl.name.trim_end_matches("/data.pkl").to_string();
     let big_endian = match archive.find(&format!("{prefix}/byteorder")) {
         Some(e) => match &*archive.read(e)? {
@@ -159,7 +187,10 @@ fn open(bytes: &[u8]) -> Result<(zip::Archive<'_>, String, bool)> {
     Ok((archive, prefix, big_endian))
 }
 
-fn run_pickle(archive: &zip::Archive<'_>, prefix: &str) -> Result<Vec<(String, std::rc::Rc<TensorSpec>)>> {
+fn run_pickle(
+    archive: &zip::Archive<'_>,
+    prefix: &str,
+) -> Result<Vec<(String, std::rc::Rc<TensorSpec>)>> {
     let entry = archive
         .find(&format!("{prefix}/data.pkl"))
         .ok_or_else(|| Error::format(FMT, "missing data.pkl"))?;

@@ -9,12 +9,23 @@ const FMT: &str = "raw";
 
 /// Read a raw little-endian file as a tensor of `shape` and `dtype`.
 #[track_caller]
-pub fn from_raw_file(path: impl AsRef<Path>, shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+pub fn from_raw_file(
+    path: impl AsRef<Path>,
+    shape: impl Into<Shape>,
+    dtype: DType,
+) -> Result<Tensor> {
     let path = path.as_ref();
     let shape = shape.into();
     let file = MappedFile::open(FMT, path)?;
-    tensor_from_bytes(FMT, &path.display().to_string(), dtype, shape.dims(), file.bytes(), false)
-        .map_err(|e| Error::new(e.kind, e.op, e.msg))
+    tensor_from_bytes(
+        FMT,
+        &path.display().to_string(),
+        dtype,
+        shape.dims(),
+        file.bytes(),
+        false,
+    )
+    .map_err(|e| Error::new(e.kind, e.op, e.msg))
 }
 
 /// Write the elements of `t` (any layout) row-major, little-endian.

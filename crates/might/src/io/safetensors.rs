@@ -44,7 +44,14 @@ pub fn load_bytes_with_metadata(
     let (header, data) = parse(bytes)?;
     let mut out = Vec::with_capacity(header.tensors.len());
     for e in &header.tensors {
-        let t = tensor_from_bytes(FMT, &e.name, e.dtype, &e.shape, &data[e.begin..e.end], false)?;
+        let t = tensor_from_bytes(
+            FMT,
+            &e.name,
+            e.dtype,
+            &e.shape,
+            &data[e.begin..e.end],
+            false,
+        )?;
         out.push((e.name.clone(), t));
     }
     Ok((out, header.metadata))
@@ -152,8 +159,8 @@ fn parse_dtype(name: &str, s: &str) -> Result<DType> {
         "I64" => DType::I64,
         "U8" => DType::U8,
         "BOOL" => DType::Bool,
-        "I8" | "I16" | "I32" | "U16" | "U32" | "U64" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0"
-        | "F4" | "F6_E2M3" | "F6_E3M2" | "C64" => {
+        "I8" | "I16" | "I32" | "U16" | "U32" | "U64" | "F8_E4M3" | "F8_E5M2" | "F8_E8M0" | "F4"
+        | "F6_E2M3" | "F6_E3M2" | "C64" => {
             return Err(Error::format(
                 FMT,
                 format!(
@@ -189,7 +196,10 @@ fn parse(bytes: &[u8]) -> Result<(Header, &[u8])> {
     if bytes.len() < 8 {
         return Err(Error::format(
             FMT,
-            format!("truncated: {} bytes, the header length alone needs 8", bytes.len()),
+            format!(
+                "truncated: {} bytes, the header length alone needs 8",
+                bytes.len()
+            ),
         ));
     }
     let n = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
@@ -206,7 +216,10 @@ fn parse(bytes: &[u8]) -> Result<(Header, &[u8])> {
     let n = n as usize;
     let head = &bytes[8..8 + n];
     if head.first() != Some(&b'{') {
-        return Err(Error::format(FMT, "header does not start with '{' (not a safetensors file)"));
+        return Err(Error::format(
+            FMT,
+            "header does not start with '{' (not a safetensors file)",
+        ));
     }
     let data = &bytes[8 + n..];
     let json = json::parse(FMT, head)?;
@@ -265,8 +278,7 @@ fn parse(bytes: &[u8]) -> Result<(Header, &[u8])> {
                 data.len()
             )));
         }
-        let (_, nbytes) = checked_nbytes(FMT, &shape, dtype)
-            .map_err(|e| bad(&e.msg))?;
+        let (_, nbytes) = checked_nbytes(FMT, &shape, dtype).map_err(|e| bad(&e.msg))?;
         if (end - begin) as usize != nbytes {
             return Err(bad(&format!(
                 "shape {shape:?} of {dtype} needs {nbytes} bytes but data_offsets span {}",

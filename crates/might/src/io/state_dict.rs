@@ -36,17 +36,18 @@ pub fn load_into(
     strict: bool,
 ) -> Result<LoadReport> {
     let input: HashMap<&str, &Tensor> = tensors.iter().map(|(k, t)| (k.as_str(), t)).collect();
-    let target_names: HashMap<&str, &Tensor> = targets.iter().map(|(k, t)| (k.as_str(), t)).collect();
+    let target_names: HashMap<&str, &Tensor> =
+        targets.iter().map(|(k, t)| (k.as_str(), t)).collect();
     let mut report = LoadReport::default();
     let mut copies = Vec::new();
     for (name, dst) in targets {
         match input.get(name.as_str()) {
             None => report.missing.push(name.clone()),
-            Some(src) if src.dims() != dst.dims() => report.mismatched.push((
-                name.clone(),
-                dst.dims().to_vec(),
-                src.dims().to_vec(),
-            )),
+            Some(src) if src.dims() != dst.dims() => {
+                report
+                    .mismatched
+                    .push((name.clone(), dst.dims().to_vec(), src.dims().to_vec()))
+            }
             Some(src) => copies.push((dst, *src)),
         }
     }
@@ -64,7 +65,9 @@ pub fn load_into(
             parts.push(format!("unexpected keys: {}", report.unexpected.join(", ")));
         }
         for (n, want, got) in &report.mismatched {
-            parts.push(format!("size mismatch for {n}: model has {want:?}, checkpoint has {got:?}"));
+            parts.push(format!(
+                "size mismatch for {n}: model has {want:?}, checkpoint has {got:?}"
+            ));
         }
         return Err(Error::shape("load_state_dict", parts.join("; ")));
     }

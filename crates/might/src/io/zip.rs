@@ -31,13 +31,19 @@ pub(crate) struct Archive<'a> {
 }
 
 fn u16_at(b: &[u8], p: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(p..p.checked_add(2)?)?.try_into().ok()?))
+    Some(u16::from_le_bytes(
+        b.get(p..p.checked_add(2)?)?.try_into().ok()?,
+    ))
 }
 fn u32_at(b: &[u8], p: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(p..p.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_le_bytes(
+        b.get(p..p.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 fn u64_at(b: &[u8], p: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(p..p.checked_add(8)?)?.try_into().ok()?))
+    Some(u64::from_le_bytes(
+        b.get(p..p.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 impl<'a> Archive<'a> {
@@ -90,7 +96,9 @@ impl<'a> Archive<'a> {
         for i in 0..count {
             let trunc = || bad(&format!("central directory entry {i} is truncated"));
             if u32_at(cd, p) != Some(CDH_SIG) {
-                return Err(bad(&format!("central directory entry {i} has a bad signature")));
+                return Err(bad(&format!(
+                    "central directory entry {i} has a bad signature"
+                )));
             }
             let flags = u16_at(cd, p + 8).ok_or_else(trunc)?;
             let method = u16_at(cd, p + 10).ok_or_else(trunc)?;
@@ -158,7 +166,12 @@ impl<'a> Archive<'a> {
         let off = usize::try_from(e.header_offset)
             .ok()
             .filter(|&o| u32_at(b, o) == Some(LFH_SIG))
-            .ok_or_else(|| bad(format!("local header offset {} is invalid", e.header_offset)))?;
+            .ok_or_else(|| {
+                bad(format!(
+                    "local header offset {} is invalid",
+                    e.header_offset
+                ))
+            })?;
         let name_len = u16_at(b, off + 26).ok_or_else(|| bad("truncated local header".into()))?;
         let extra_len = u16_at(b, off + 28).ok_or_else(|| bad("truncated local header".into()))?;
         let start = off + 30 + name_len as usize + extra_len as usize;
@@ -198,11 +211,18 @@ impl<'a> Archive<'a> {
                 }
                 Cow::Owned(v)
             }
-            m => return Err(bad(format!("compression method {m} is not supported (only stored and deflate)"))),
+            m => {
+                return Err(bad(format!(
+                    "compression method {m} is not supported (only stored and deflate)"
+                )))
+            }
         };
         let crc = crc32(&out);
         if crc != e.crc {
-            return Err(bad(format!("CRC mismatch ({crc:08x} != {:08x}): data is corrupt", e.crc)));
+            return Err(bad(format!(
+                "CRC mismatch ({crc:08x} != {:08x}): data is corrupt",
+                e.crc
+            )));
         }
         Ok(out)
     }
@@ -216,15 +236,19 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
         for (i, e) in t.iter_mut().enumerate() {
             let mut c = i as u32;
             for _ in 0..8 {
-                c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
             }
             *e = c;
         }
         t
     });
-    !data
-        .iter()
-        .fold(!0u32, |c, &b| t[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8))
+    !data.iter().fold(!0u32, |c, &b| {
+        t[((c ^ b as u32) & 0xFF) as usize] ^ (c >> 8)
+    })
 }
 
 /// Write a zip of stored (uncompressed) entries. Sizes above 4 GiB are refused rather than
@@ -235,7 +259,10 @@ pub(crate) fn write_stored(fmt: &str, entries: &[(String, Vec<u8>)]) -> Result<V
     for (name, data) in entries {
         let off = out.len();
         if data.len() > u32::MAX as usize - 1 || off > u32::MAX as usize - 1 || name.len() > 65535 {
-            return Err(Error::invalid(fmt, format!("entry '{name}' is too large for a zip32 archive")));
+            return Err(Error::invalid(
+                fmt,
+                format!("entry '{name}' is too large for a zip32 archive"),
+            ));
         }
         let crc = crc32(data);
         let common = |v: &mut Vec<u8>| {
@@ -284,7 +311,11 @@ mod tests {
 
     #[test]
     fn stored_round_trip() {
-        let z = write_stored("t", &[("a.npy".into(), b"hello".to_vec()), ("b".into(), vec![])]).unwrap();
+        let z = write_stored(
+            "t",
+            &[("a.npy".into(), b"hello".to_vec()), ("b".into(), vec![])],
+        )
+        .unwrap();
         let a = Archive::parse("t", &z).unwrap();
         assert_eq!(a.entries().len(), 2);
         assert_eq!(&*a.read(a.find("a.npy").unwrap()).unwrap(), b"hello");

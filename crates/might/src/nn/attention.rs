@@ -141,9 +141,7 @@ impl MultiheadAttention {
         }
         let w = param(&[3 * embed_dim, embed_dim], DType::F32);
         init::xavier_uniform(&w, 1.0)?;
-        let b = config
-            .bias
-            .then(|| param(&[3 * embed_dim], DType::F32));
+        let b = config.bias.then(|| param(&[3 * embed_dim], DType::F32));
         let out_proj = Linear::new(embed_dim, embed_dim, config.bias);
         if let Some(ob) = &out_proj.bias {
             init::zeros(ob)?;
@@ -224,7 +222,11 @@ impl MultiheadAttention {
         const OP: &str = "MultiheadAttention";
         let unbatched = query.rank() == 2;
         let prep = |t: &Tensor| -> Result<Tensor> {
-            let t = if unbatched { t.unsqueeze(1)? } else { t.clone() };
+            let t = if unbatched {
+                t.unsqueeze(1)?
+            } else {
+                t.clone()
+            };
             if t.rank() != 3 || t.dims()[2] != self.embed_dim {
                 return Err(Error::shape(
                     OP,
@@ -276,11 +278,18 @@ impl MultiheadAttention {
             mask = Some(m);
         }
         if let Some(kp) = key_padding_mask {
-            let kp = if unbatched { kp.unsqueeze(0)? } else { kp.clone() };
+            let kp = if unbatched {
+                kp.unsqueeze(0)?
+            } else {
+                kp.clone()
+            };
             if kp.dims() != [n, s] {
                 return Err(Error::shape(
                     OP,
-                    format!("key_padding_mask must be [N, S] = [{n}, {s}], got {}", kp.shape()),
+                    format!(
+                        "key_padding_mask must be [N, S] = [{n}, {s}], got {}",
+                        kp.shape()
+                    ),
                 ));
             }
             let kp = additive(OP, &kp, q.dtype(), false)?.reshape([n, 1, 1, s])?;

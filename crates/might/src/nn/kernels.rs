@@ -60,7 +60,10 @@ pub(crate) fn map_blocks<T: Send, R: Send>(
                 .collect()
         })
     } else {
-        out.chunks_mut(block).enumerate().map(|(i, c)| f(i, c)).collect()
+        out.chunks_mut(block)
+            .enumerate()
+            .map(|(i, c)| f(i, c))
+            .collect()
     }
 }
 

@@ -90,7 +90,9 @@ fn ce_forward<T: Real>(x: &[T], c: usize, target: &Target, eps: f64) -> Result<(
         for (r, l) in lb.iter_mut().enumerate() {
             let row = bi * rpt + r;
             let xr = &x[row * c..(row + 1) * c];
-            let m = xr.iter().fold(<T as Float>::neg_infinity(), |a, &b| a.max(b));
+            let m = xr
+                .iter()
+                .fold(<T as Float>::neg_infinity(), |a, &b| a.max(b));
             let m = if m.is_finite() { m } else { T::f(0.0) };
             let s: T = xr.iter().map(|&v| (v - m).exp()).sum();
             let lsev = m + s.ln();
@@ -189,12 +191,18 @@ pub fn cross_entropy(
     const OP: &str = "cross_entropy";
     logits.check_float(OP)?;
     if logits.rank() == 0 {
-        return Err(Error::shape(OP, "logits must have a class dim, got a scalar"));
+        return Err(Error::shape(
+            OP,
+            "logits must have a class dim, got a scalar",
+        ));
     }
     if !(0.0..=1.0).contains(&opts.label_smoothing) {
         return Err(Error::invalid(
             OP,
-            format!("label_smoothing must be in [0, 1], got {}", opts.label_smoothing),
+            format!(
+                "label_smoothing must be in [0, 1], got {}",
+                opts.label_smoothing
+            ),
         ));
     }
     let cdim = if logits.rank() == 1 { 0 } else { 1 };
@@ -293,42 +301,45 @@ fn ce_typed<T: Real>(
     let reduction = opts.reduction;
     let lshape = logits.dims().to_vec();
     let target_grad = target.requires_grad() && matches!(tgt, Target::Prob(_));
-    Ok(out.record("CrossEntropyBackward", &[logits, target], move || {
-        Box::new(move |g: &Tensor| {
-            let gv = g.to_f64_vec();
-            let scale: Box<dyn Fn(usize) -> f64 + Send + Sync> = match reduction {
-                Reduction::Mean => {
-                    let s = gv[0] / count as f64;
-                    Box::new(move |_| s)
-                }
-                Reduction::Sum => {
-                    let s = gv[0];
-                    Box::new(move |_| s)
-                }
-                Reduction::None => Box::new(move |r| gv[r]),
-            };
-            let dx = with_slice::<T, _>(&x, |xs| ce_backward(xs, &lse, c, &tgt, eps, &*scale))??;
-            let rows = lse.len();
-            let gx = class_back(Tensor::from_vec(dx, [rows, c])?, &lshape)?;
-            let gt = if target_grad {
-                // d loss / d target = -(1 - ε)·log_softmax(x)·scale
-                let xs = x.to_vec::<T>()?;
-                let keep = 1.0 - eps;
-                let v: Vec<T> = xs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &xv)| {
-                        let r = i / c;
-                        T::f(-keep * scale(r) * (xv - lse[r]).d())
-                    })
-                    .collect();
-                Some(class_back(Tensor::from_vec(v, [rows, c])?, &lshape)?)
-            } else {
-                None
-            };
-            Ok(vec![Some(gx), gt])
-        })
-    }))
+    Ok(
+        out.record("CrossEntropyBackward", &[logits, target], move || {
+            Box::new(move |g: &Tensor| {
+                let gv = g.to_f64_vec();
+                let scale: Box<dyn Fn(usize) -> f64 + Send + Sync> = match reduction {
+                    Reduction::Mean => {
+                        let s = gv[0] / count as f64;
+                        Box::new(move |_| s)
+                    }
+                    Reduction::Sum => {
+                        let s = gv[0];
+                        Box::new(move |_| s)
+                    }
+                    Reduction::None => Box::new(move |r| gv[r]),
+                };
+                let dx =
+                    with_slice::<T, _>(&x, |xs| ce_backward(xs, &lse, c, &tgt, eps, &*scale))??;
+                let rows = lse.len();
+                let gx = class_back(Tensor::from_vec(dx, [rows, c])?, &lshape)?;
+                let gt = if target_grad {
+                    // d loss / d target = -(1 - ε)·log_softmax(x)·scale
+                    let xs = x.to_vec::<T>()?;
+                    let keep = 1.0 - eps;
+                    let v: Vec<T> = xs
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &xv)| {
+                            let r = i / c;
+                            T::f(-keep * scale(r) * (xv - lse[r]).d())
+                        })
+                        .collect();
+                    Some(class_back(Tensor::from_vec(v, [rows, c])?, &lshape)?)
+                } else {
+                    None
+                };
+                Ok(vec![Some(gx), gt])
+            })
+        }),
+    )
 }
 
 /// Negative log-likelihood of log-probabilities `[N, C, ..]` (or `[C]`) at int64 targets,
@@ -349,7 +360,10 @@ pub fn nll_loss(
         ));
     }
     if input.rank() == 0 {
-        return Err(Error::shape(OP, "input must have a class dim, got a scalar"));
+        return Err(Error::shape(
+            OP,
+            "input must have a class dim, got a scalar",
+        ));
     }
     let cdim = if input.rank() == 1 { 0 } else { 1 };
     let c = input.dims()[cdim] as i64;
@@ -366,10 +380,7 @@ pub fn nll_loss(
         ));
     }
     let tv = target.to_vec::<i64>()?;
-    if let Some(&bad) = tv
-        .iter()
-        .find(|&&t| t != ignore_index && (t < 0 || t >= c))
-    {
+    if let Some(&bad) = tv.iter().find(|&&t| t != ignore_index && (t < 0 || t >= c)) {
         return Err(Error::index(
             OP,
             format!("target {bad} is out of bounds for {c} classes"),
@@ -457,11 +468,15 @@ pub fn binary_cross_entropy_with_logits(
         m - x * y + (-x.abs()).exp().ln_1p()
     })?;
     let (xd, yd) = (input.detach(), target.detach());
-    let l = l.record("BinaryCrossEntropyWithLogitsBackward", &[input, target], move || {
-        Box::new(move |g: &Tensor| {
-            let s = xd.sigmoid()?.sub(&yd)?;
-            Ok(vec![Some(g.mul(&s)?), Some(g.mul(&xd.neg()?)?)])
-        })
-    });
+    let l = l.record(
+        "BinaryCrossEntropyWithLogitsBackward",
+        &[input, target],
+        move || {
+            Box::new(move |g: &Tensor| {
+                let s = xd.sigmoid()?.sub(&yd)?;
+                Ok(vec![Some(g.mul(&s)?), Some(g.mul(&xd.neg()?)?)])
+            })
+        },
+    );
     reduce(l, reduction)
 }

@@ -8,14 +8,14 @@
 
 mod activation;
 mod attention;
-mod kernels;
 pub mod functional;
 pub mod init;
+mod kernels;
 mod layers;
 mod loss;
 mod norm;
 
-pub use activation::{LogSoftmax, Sigmoid, Softmax, Tanh, GELU, ReLU, SiLU};
+pub use activation::{LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
 pub use attention::{scaled_dot_product_attention, MhaConfig, MultiheadAttention};
 pub use functional::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
@@ -52,7 +52,10 @@ pub trait Module: Send + Sync {
 
     /// The parameters without their names (what optimizers take).
     fn parameters(&self) -> Vec<Tensor> {
-        self.named_parameters().into_iter().map(|(_, t)| t).collect()
+        self.named_parameters()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
     }
 
     /// Total number of trainable scalars.

@@ -127,7 +127,12 @@ pub fn rms_norm(
     let dims: Vec<isize> = (0..normalized_shape.len())
         .map(|i| -(i as isize) - 1)
         .collect();
-    let y = x.mul(&x.square()?.mean_dims(&dims, true)?.add_scalar(eps)?.rsqrt()?)?;
+    let y = x.mul(
+        &x.square()?
+            .mean_dims(&dims, true)?
+            .add_scalar(eps)?
+            .rsqrt()?,
+    )?;
     match weight {
         Some(w) => y.mul(w),
         None => Ok(y),
@@ -158,7 +163,10 @@ pub fn batch_norm(
         ));
     }
     let c = x.dims()[1];
-    for t in [running_mean, running_var, weight, bias].into_iter().flatten() {
+    for t in [running_mean, running_var, weight, bias]
+        .into_iter()
+        .flatten()
+    {
         if t.dims() != [c] {
             return Err(Error::shape(
                 "batch_norm",

@@ -185,9 +185,10 @@ impl Tensor {
     ) -> Result<Tensor> {
         let op = "conv2d";
         let (x, added) = batched(op, self, 2, "[N, C, H, W]")?;
-        let [oh, ow]: [usize; 2] = check_conv(op, &x, weight, bias, &stride, &padding, &dilation, groups)?
-            .try_into()
-            .expect("two spatial dims");
+        let [oh, ow]: [usize; 2] =
+            check_conv(op, &x, weight, bias, &stride, &padding, &dilation, groups)?
+                .try_into()
+                .expect("two spatial dims");
         let (xd, wd) = (x.dims(), weight.dims());
         let geom = ConvGeom {
             n: xd[0],
@@ -222,7 +223,16 @@ impl Tensor {
     ) -> Result<Tensor> {
         let op = "conv1d";
         let (x, added) = batched(op, self, 1, "[N, C, L]")?;
-        check_conv(op, &x, weight, bias, &[stride], &[padding], &[dilation], groups)?;
+        check_conv(
+            op,
+            &x,
+            weight,
+            bias,
+            &[stride],
+            &[padding],
+            &[dilation],
+            groups,
+        )?;
         let y = x.unsqueeze(2)?.conv2d(
             &weight.unsqueeze(2)?,
             bias,

@@ -80,7 +80,13 @@ impl ConvGeom {
 
 /// Output length of a conv/pool along one axis; `None` when the (dilated) kernel does not fit
 /// in the padded input. `stride` must be > 0.
-pub fn out_len(input: usize, kernel: usize, stride: usize, pad: usize, dil: usize) -> Option<usize> {
+pub fn out_len(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    dil: usize,
+) -> Option<usize> {
     let span = dil * (kernel.max(1) - 1) + 1;
     let padded = input + 2 * pad;
     (padded >= span).then(|| (padded - span) / stride + 1)
@@ -245,7 +251,10 @@ fn samples_per_task(g: &ConvGeom) -> usize {
 /// Returns the dense `[N, O, OH, OW]` output.
 pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
     let (p, klen, og, chw) = (g.p(), g.klen(), g.og(), g.c * g.hw());
-    assert!(x.len() == g.n * chw && w.len() == g.o * klen, "conv2d: buffer sizes");
+    assert!(
+        x.len() == g.n * chw && w.len() == g.o * klen,
+        "conv2d: buffer sizes"
+    );
     let mut out = vec![T::zero(); g.n * g.o * p];
     if out.is_empty() {
         return out;
@@ -273,7 +282,15 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
                 };
                 let wg = &w[grp * og * klen..(grp + 1) * og * klen];
                 let dst = &mut on[grp * og * p..(grp + 1) * og * p];
-                gemm_into((og, p, klen), dst, bias.is_some(), wg, (klen, 1), cols, (p, 1));
+                gemm_into(
+                    (og, p, klen),
+                    dst,
+                    bias.is_some(),
+                    wg,
+                    (klen, 1),
+                    cols,
+                    (p, 1),
+                );
             }
         }
     };
@@ -441,8 +458,7 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
         for oy in 0..g.oh {
             let (y0, y1, _) = PoolGeom::window(oy, g.kernel[0], g.stride[0], g.padding[0], g.h);
             for ox in 0..g.ow {
-                let (x0, x1, _) =
-                    PoolGeom::window(ox, g.kernel[1], g.stride[1], g.padding[1], g.w);
+                let (x0, x1, _) = PoolGeom::window(ox, g.kernel[1], g.stride[1], g.padding[1], g.w);
                 let mut best = (T::neg_infinity(), y0 * g.w + x0);
                 'win: for iy in y0..y1 {
                     for (ix, &v) in xp[iy * g.w + x0..iy * g.w + x1].iter().enumerate() {
@@ -464,7 +480,10 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
 /// Max pooling backward: each output gradient goes to the input element its maximum came from.
 pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) -> Vec<T> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    assert!(gy.len() == g.planes * ohw && idx.len() == gy.len(), "max_pool2d_backward");
+    assert!(
+        gy.len() == g.planes * ohw && idx.len() == gy.len(),
+        "max_pool2d_backward"
+    );
     let mut gx = vec![T::zero(); g.planes * hw];
     let pairs: Vec<(T, i64)> = gy.iter().copied().zip(idx.iter().copied()).collect();
     for_planes(&pairs, ohw, &mut gx, hw, pairs.len(), |gp, xp| {
