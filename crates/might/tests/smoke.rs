@@ -119,18 +119,170 @@ fn gradchecks() -> Result<()> {
         &[a.clone(), b.clone()],
         o,
     )?;
-    gradcheck(|x| x[0].softmax(1), &[a.clone()], o)?;
-    gradcheck(|x| x[0].log_softmax(0), &[a.clone()], o)?;
+    gradcheck(|x| x[0].softmax(1), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].log_softmax(0), std::slice::from_ref(&a), o)?;
     gradcheck(|x| x[0].matmul(&x[1]), &[a.clone(), b.clone()], o)?;
-    gradcheck(|x| x[0].t()?.matmul(&x[0]), &[a.clone()], o)?;
-    gradcheck(|x| Ok(x[0].max(1, false)?.0), &[a.clone()], o)?;
-    gradcheck(|x| x[0].var(1, 1, true), &[a.clone()], o)?;
-    gradcheck(|x| x[0].logsumexp(1, false), &[a.clone()], o)?;
-    gradcheck(|x| x[0].prod(1, false), &[a.clone()], o)?;
+    gradcheck(|x| x[0].t()?.matmul(&x[0]), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| Ok(x[0].max(1, false)?.0), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].var(1, 1, true), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].logsumexp(1, false), std::slice::from_ref(&a), o)?;
+    gradcheck(|x| x[0].prod(1, false), std::slice::from_ref(&a), o)?;
     gradcheck(
         |x| Tensor::cat(&[x[0].clone(), x[0].slice(1, 0, 3, 2)?], 1),
-        &[a.clone()],
+        std::slice::from_ref(&a),
         o,
     )?;
+    Ok(())
+}
+
+#[test]
+fn creation_and_rng_are_reproducible() -> Result<()> {
+    assert_eq!(
+        Tensor::arange(0.0, 1.0, 0.25, DType::F64)?.to_vec::<f64>()?,
+        vec![0., 0.25, 0.5, 0.75]
+    );
+    assert_eq!(
+        Tensor::linspace(-1.0, 1.0, 5, DType::F32)?.to_vec::<f32>()?,
+        vec![-1., -0.5, 0., 0.5, 1.]
+    );
+    assert_eq!(
+        Tensor::eye(2, DType::I64)?.to_vec::<i64>()?,
+        vec![1, 0, 0, 1]
+    );
+    assert_eq!(
+        Tensor::full([2], 7.0, DType::U8)?.to_vec::<u8>()?,
+        vec![7, 7]
+    );
+    might::manual_seed(42);
+    let a = Tensor::randn([1000], DType::F64)?;
+    might::manual_seed(42);
+    let b = Tensor::randn([1000], DType::F64)?;
+    assert_eq!(a.to_vec::<f64>()?, b.to_vec::<f64>()?);
+    let mean = a.mean_all()?.item()?;
+    let std = a.std(0, 1, false)?.item()?;
+    assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "{mean} {std}");
+    let r = Tensor::rand_int(3, 7, [500])?.to_vec::<i64>()?;
+    assert!(r.iter().all(|&v| (3..7).contains(&v)) && r.contains(&3) && r.contains(&6));
+    let u = Tensor::rand([500], DType::F32)?.to_vec::<f32>()?;
+    assert!(u.iter().all(|&v| (0.0..1.0).contains(&v)));
+    let mut p = Tensor::randperm(10).to_vec::<i64>()?;
+    p.sort();
+    assert_eq!(p, (0..10).collect::<Vec<i64>>());
+    Ok(())
+}
+
+#[test]
+fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
+    let a = Tensor::from_vec(vec![1.5f32, -2.25, 3.0, 0.1], [2, 2])?;
+    for dt in DType::ALL {
+        let back = a.to_dtype(dt)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
+        match dt {
+            DType::F32 | DType::F64 => assert_eq!(back, a.to_vec::<f32>()?),
+            DType::F16 | DType::BF16 => {
+                assert!((back[0] - 1.5).abs() < 1e-6 && (back[3] - 0.1).abs() < 1e-3)
+            }
+            DType::I64 | DType::U8 => assert_eq!(back[0], 1.0),
+            DType::Bool => assert_eq!(back, vec![1., 1., 1., 1.]),
+        }
+    }
+    let x = Tensor::randn([16, 64], DType::F32)?;
+    let w = Tensor::randn([64, 8], DType::F32)?;
+    let exact = x.matmul(&w)?.to_vec::<f32>()?;
+    for dt in [DType::F16, DType::BF16] {
+        let got = x.to_dtype(dt)?.matmul(&w.to_dtype(dt)?)?;
+        assert_eq!(got.dtype(), dt);
+        let got = got.to_dtype(DType::F32)?.to_vec::<f32>()?;
+        let tol = if dt == DType::F16 { 0.1 } else { 0.5 };
+        for (g, e) in got.iter().zip(&exact) {
+            assert!((g - e).abs() < tol + 0.02 * e.abs(), "{dt}: {g} vs {e}");
+        }
+    }
+    // elementwise ops work on half types through f32
+    let h = Tensor::from_vec(vec![1.0f32, 4.0], [2])?.to_dtype(DType::BF16)?;
+    assert_eq!(
+        h.sqrt()?.to_dtype(DType::F32)?.to_vec::<f32>()?,
+        vec![1.0, 2.0]
+    );
+    Ok(())
+}
+
+#[test]
+fn in_place_ops_write_through_views() -> Result<()> {
+    let a = Tensor::zeros([2, 3], DType::F32)?;
+    let col = a.select(1, 1)?;
+    col.add_(&Tensor::new(&[5f32, 6.]))?;
+    a.slice(1, 2, 3, 1)?.fill_(1.0)?;
+    assert_eq!(a.to_vec::<f32>()?, vec![0., 5., 1., 0., 6., 1.]);
+    a.mul_(&Tensor::new(&[2f32, 2., 2.]))?;
+    a.add_scaled_(&Tensor::ones([2, 3], DType::F32)?, -1.0)?;
+    a.affine_(0.5, 0.0)?;
+    assert_eq!(a.to_vec::<f32>()?, vec![-0.5, 4.5, 0.5, -0.5, 5.5, 0.5]);
+    let i = Tensor::new(&[1i64, 2]);
+    i.add_(&Tensor::new(&[10i64, 10]))?;
+    assert_eq!(i.to_vec::<i64>()?, vec![11, 12]);
+    Ok(())
+}
+
+#[test]
+fn chunk_split_squeeze_flatten_expand() -> Result<()> {
+    let a = Tensor::arange(0.0, 10.0, 1.0, DType::F32)?;
+    let parts = a.chunk(3, 0)?;
+    assert_eq!(
+        parts.iter().map(|p| p.numel()).collect::<Vec<_>>(),
+        vec![4, 4, 2]
+    );
+    assert_eq!(parts[2].to_vec::<f32>()?, vec![8., 9.]);
+    assert_eq!(a.split(5, 0)?.len(), 2);
+    let b = a.reshape([2, 1, 5])?;
+    assert_eq!(b.squeeze(1)?.dims(), &[2, 5]);
+    assert_eq!(b.squeeze(0)?.dims(), &[2, 1, 5]);
+    assert_eq!(b.unsqueeze(-1)?.dims(), &[2, 1, 5, 1]);
+    assert_eq!(b.flatten(1, 2)?.dims(), &[2, 5]);
+    let e = Tensor::new(&[1f32, 2.]).reshape([2, 1])?.expand([2, 3])?;
+    assert_eq!(e.strides(), &[1, 0]);
+    assert_eq!(e.to_vec::<f32>()?, vec![1., 1., 1., 2., 2., 2.]);
+    Ok(())
+}
+
+#[test]
+fn printing_like_pytorch() -> Result<()> {
+    let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+    assert_eq!(
+        format!("{a}"),
+        "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=float32)"
+    );
+    let b = Tensor::new(&[0.5f64, -1.25]);
+    assert_eq!(
+        format!("{b}"),
+        "tensor([ 0.5000, -1.2500], shape=[2], dtype=float64)"
+    );
+    let big = Tensor::zeros([100, 100], DType::F32)?;
+    let s = format!("{big}");
+    assert!(s.contains("...") && s.len() < 1000, "{s}");
+    let m = Tensor::new(&[1i64, 2]).eq(&Tensor::new(&[1i64, 3]))?;
+    assert_eq!(
+        format!("{m}"),
+        "tensor([ True, False], shape=[2], dtype=bool)"
+    );
+    Ok(())
+}
+
+#[test]
+fn backward_accumulates_and_frees_graph() -> Result<()> {
+    let w = Tensor::from_vec(vec![1f64, 2.], [2])?.with_requires_grad();
+    w.mul(&w)?.sum_all()?.backward()?;
+    w.mul(&w)?.sum_all()?.backward()?;
+    assert_eq!(w.grad().unwrap().to_vec::<f64>()?, vec![4., 8.]);
+    w.zero_grad();
+    let y = w.exp()?.sum_all()?;
+    y.backward()?;
+    // the graph was consumed: a second backward through it finds no grad_fn
+    assert!(y.grad_fn().is_none());
+    {
+        let _g = might::no_grad();
+        assert!(!w.mul(&w)?.requires_grad());
+    }
+    // detach cuts the graph
+    assert!(!w.detach().requires_grad());
     Ok(())
 }

@@ -18,6 +18,7 @@ fn fmt_value(v: f64, dtype: DType, all_int: bool) -> String {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // a recursive printer; a struct would only rename the same eight values
 fn write_dim(
     out: &mut String,
     vals: &[f64],

@@ -185,7 +185,7 @@ impl Tensor {
     pub fn to_f64_vec(&self) -> Vec<f64> {
         let s = self.storage();
         crate::with_cpu!(s.cpu(), v => crate::backend::cpu::elementwise::unary_map(
-            v, self.layout(), |x| crate::WithDType::to_f64(x)))
+            v, self.layout(), crate::WithDType::to_f64))
     }
 
     /// The single element of a tensor with one element, as `T`.

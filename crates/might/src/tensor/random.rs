@@ -95,7 +95,7 @@ impl Generator {
 
 static GLOBAL: Mutex<Option<Generator>> = Mutex::new(None);
 
-const DEFAULT_SEED: u64 = 0x5EED_0F_A11;
+const DEFAULT_SEED: u64 = 0x0005_EED0_FA11;
 
 /// Seed the global generator used by `rand`, `randn`, `rand_int`, layer initialisation and
 /// dropout (like `torch.manual_seed`).

@@ -37,7 +37,7 @@ impl ShapeSpec for Infer<'_> {
         }
         let mut dims: Vec<usize> = self.0.iter().map(|&d| d.max(0) as usize).collect();
         if let Some(i) = infer {
-            if known == 0 || numel % known != 0 {
+            if known == 0 || !numel.is_multiple_of(known) {
                 return Err(Error::shape(
                     op,
                     format!("shape {:?} is invalid for input of size {numel}", self.0),

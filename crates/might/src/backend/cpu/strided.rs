@@ -5,6 +5,9 @@
 //! each operand and the row's stride per operand, and run a tight (often stride-1, vectorised)
 //! loop over it. The outer dimensions advance with an odometer, one carry per row.
 
+// Loops index several per-operand arrays in lockstep; index loops read clearest here.
+#![allow(clippy::needless_range_loop)]
+
 use std::ops::Range;
 
 #[derive(Debug, Clone)]
