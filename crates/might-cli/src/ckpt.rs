@@ -35,7 +35,13 @@ pub fn save(path: &Path, ck: &Checkpoint) -> Result<()> {
 }
 
 pub fn load(path: &Path) -> Result<Checkpoint> {
-    let c = io::load_checkpoint(path)?;
+    let shown = path.display().to_string();
+    let c = io::load_checkpoint(path).map_err(|mut e| {
+        if !e.msg.contains(&shown) {
+            e.msg = format!("{shown}: {}", e.msg);
+        }
+        e
+    })?;
     Ok(Checkpoint {
         model: c.model,
         optim_tensors: c.optimizer.tensors,

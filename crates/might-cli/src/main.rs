@@ -147,12 +147,14 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind as K;
-            if matches!(
-                e.kind(),
-                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
+            if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
+            }
+            if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                // `might` alone: show the help, but it is still not a valid command.
+                let _ = e.print();
+                return ExitCode::from(1);
             }
             eprintln!("{}", one_line(&e));
             return ExitCode::from(1);

@@ -73,7 +73,7 @@ fn last_line(o: &Output) -> String {
 #[test]
 fn train_eval_resume_on_synthetic_mnist() {
     let data = tmpdir("data");
-    write_split(&data, "train", 320);
+    write_split(&data, "train", 600);
     write_split(&data, "t10k", 100);
     let out = tmpdir("out");
     let (d, o) = (data.to_str().unwrap(), out.to_str().unwrap());
@@ -89,7 +89,9 @@ fn train_eval_resume_on_synthetic_mnist() {
         "--threads",
         "1",
         "--batch-size",
-        "32",
+        "16",
+        "--lr",
+        "0.05",
     ]);
     assert!(
         r.status.success(),
@@ -151,7 +153,9 @@ fn train_eval_resume_on_synthetic_mnist() {
         "--threads",
         "1",
         "--batch-size",
-        "32",
+        "16",
+        "--lr",
+        "0.05",
     ]);
     assert!(
         r.status.success(),
