@@ -1,3 +1,179 @@
-fn main() {
-    println!("might");
+//! `might`: train, evaluate and run image classifiers from the command line.
+//!
+//! `might train mnist` trains the default MLP on the committed MNIST files and prints, as the
+//! last line on stdout, one JSON object with the results. User mistakes (a missing directory,
+//! a corrupt file, an unknown model) end with a one-line error and exit code 1.
+
+mod ckpt;
+mod data;
+mod net;
+mod opt;
+mod plot;
+mod train;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "might",
+    version,
+    about = "Train and run models with the might tensor library"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DatasetName {
+    Mnist,
+    FashionMnist,
+    Cifar10,
+}
+
+impl DatasetName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetName::Mnist => "mnist",
+            DatasetName::FashionMnist => "fashion-mnist",
+            DatasetName::Cifar10 => "cifar10",
+        }
+    }
+    pub fn parse(s: &str) -> Option<DatasetName> {
+        DatasetName::from_str(s, false).ok()
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelName {
+    Mlp,
+    Cnn,
+}
+
+impl ModelName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelName::Mlp => "mlp",
+            ModelName::Cnn => "cnn",
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OptimizerName {
+    Sgd,
+    Adam,
+    Adamw,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TrainArgs {
+    /// Which dataset to train on.
+    #[arg(value_enum)]
+    pub dataset: DatasetName,
+    /// Model architecture.
+    #[arg(long, value_enum, default_value = "mlp")]
+    pub model: ModelName,
+    #[arg(long, default_value_t = 5)]
+    pub epochs: u64,
+    #[arg(long, default_value_t = 64)]
+    pub batch_size: usize,
+    /// Learning rate (default: 0.01 for sgd, 0.001 for adam/adamw).
+    #[arg(long)]
+    pub lr: Option<f64>,
+    #[arg(long, value_enum, default_value = "sgd")]
+    pub optimizer: OptimizerName,
+    /// SGD momentum.
+    #[arg(long, default_value_t = 0.9)]
+    pub momentum: f64,
+    /// Weight decay (L2 for sgd/adam, decoupled for adamw; default 0, 0.01 for adamw).
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Kernel threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Dataset directory (default: data/mnist, /usr/share/datasets/fashion-mnist, data/cifar10).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Output directory for metrics.csv, curves.svg and checkpoints (default runs/<dataset>-<model>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue the run whose checkpoints are in this directory.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// Use only the first N training samples (quick experiments).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Feed MNIST/Fashion-MNIST pixels as plain [0, 1] values instead of standardising them
+    /// with the dataset's mean and std.
+    #[arg(long)]
+    pub no_normalize: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Train a model and evaluate it on the test set after every epoch.
+    Train(TrainArgs),
+    /// Evaluate a checkpoint on the test split of its dataset.
+    Eval {
+        checkpoint: PathBuf,
+        #[arg(long)]
+        data: Option<PathBuf>,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Classify one image with a checkpoint: prints the class and the top-5 probabilities.
+    Predict { checkpoint: PathBuf, image: PathBuf },
+}
+
+/// Clap's message in one line: the error line plus any hint, without usage blocks.
+fn one_line(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
+        .collect();
+    parts.join(" ")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(e.kind(), K::DisplayHelp | K::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                // `might` alone: show the help, but it is still not a valid command.
+                let _ = e.print();
+                return ExitCode::from(1);
+            }
+            eprintln!("{}", one_line(&e));
+            return ExitCode::from(1);
+        }
+    };
+    let result = match cli.cmd {
+        Command::Train(args) => train::train(&args),
+        Command::Eval {
+            checkpoint,
+            data,
+            threads,
+        } => train::eval(&checkpoint, data.as_deref(), threads),
+        Command::Predict { checkpoint, image } => train::predict(&checkpoint, &image),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -16,6 +16,7 @@
 
 pub mod autograd;
 pub mod backend;
+pub mod data;
 pub mod device;
 pub mod dtype;
 pub mod error;

@@ -20,7 +20,13 @@ fn exclusively_owned(g: &Tensor) -> bool {
 fn grad_norm_part(g: &Tensor, p: f64) -> f64 {
     let acc = |it: &mut dyn Iterator<Item = f64>| -> f64 {
         if p.is_infinite() {
-            it.fold(0.0, |m, x| if x.abs() > m || x.is_nan() { x.abs() } else { m })
+            it.fold(0.0, |m, x| {
+                if x.abs() > m || x.is_nan() {
+                    x.abs()
+                } else {
+                    m
+                }
+            })
         } else if p == 2.0 {
             it.map(|x| x * x).sum()
         } else if p == 1.0 {

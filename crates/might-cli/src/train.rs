@@ -1,0 +1,470 @@
+//! The `train`, `eval` and `predict` commands.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use might::data::{DataLoader, Dataset};
+use might::Tensor;
+
+use crate::ckpt::{self, Checkpoint};
+use crate::net::{correct, cross_entropy, Net};
+use crate::opt::{Adam, Optim, Sgd};
+use crate::plot::{self, Row};
+use crate::{data, DatasetName, ModelName, OptimizerName, TrainArgs};
+
+/// A user-facing error: printed as one line, exit code 1.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl From<might::Error> for CliError {
+    fn from(e: might::Error) -> Self {
+        CliError(format!("{}: {}", e.op, e.msg))
+    }
+}
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+type Res<T> = Result<T, CliError>;
+
+/// Build the model for `kind` on inputs of shape `chw` with `classes` outputs.
+pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<dyn Net>> {
+    let inputs = chw.iter().product();
+    match kind {
+        ModelName::Mlp => Ok(Box::new(crate::net::Mlp::new(inputs, 128, classes)?)),
+        ModelName::Cnn => crate::net::cnn(chw, classes),
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> Res<()> {
+    std::fs::write(path, text).map_err(|e| CliError(format!("{}: {e}", path.display())))
+}
+
+/// Peak resident memory of this process in MiB (`VmHWM`), 0 when unknown.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Mean loss and accuracy of `model` over `ds`.
+fn evaluate(model: &mut dyn Net, ds: Arc<dyn Dataset>) -> Res<(f64, f64)> {
+    model.train(false);
+    let _g = might::no_grad();
+    let loader = DataLoader::new(ds.clone(), 1000, false, false, 0);
+    let (mut loss_sum, mut right, mut n) = (0.0, 0usize, 0usize);
+    for batch in &loader {
+        let (x, y) = batch?;
+        let logits = model.forward(&x)?;
+        let b = y.dims()[0];
+        loss_sum += cross_entropy(&logits, &y)?.item()? * b as f64;
+        right += correct(&logits, &y)?;
+        n += b;
+    }
+    model.train(true);
+    let n = n.max(1) as f64;
+    Ok((loss_sum / n, right as f64 / n))
+}
+
+fn make_optimizer(args: &TrainArgs, params: Vec<Tensor>) -> Res<Box<dyn Optim>> {
+    Ok(match args.optimizer {
+        OptimizerName::Sgd => Box::new(Sgd::new(
+            params,
+            args.lr.unwrap_or(0.01),
+            args.momentum,
+            args.weight_decay.unwrap_or(0.0),
+        )),
+        OptimizerName::Adam => Box::new(Adam::new(
+            params,
+            args.lr.unwrap_or(1e-3),
+            args.weight_decay.unwrap_or(0.0),
+            false,
+        )?),
+        OptimizerName::Adamw => Box::new(Adam::new(
+            params,
+            args.lr.unwrap_or(1e-3),
+            args.weight_decay.unwrap_or(0.01),
+            true,
+        )?),
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn num(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.6}")
+    } else {
+        "null".into()
+    }
+}
+
+pub fn train(args: &TrainArgs) -> Res<()> {
+    if args.batch_size == 0 {
+        return Err(CliError("--batch-size must be at least 1".into()));
+    }
+    if args.epochs == 0 {
+        return Err(CliError("--epochs must be at least 1".into()));
+    }
+    if let Some(t) = args.threads {
+        if t == 0 {
+            return Err(CliError("--threads must be at least 1".into()));
+        }
+        might::set_num_threads(t);
+    }
+    let threads = might::get_num_threads();
+    let dir = args
+        .data
+        .clone()
+        .unwrap_or_else(|| data::default_dir(args.dataset));
+    let loaded = data::load(
+        args.dataset,
+        &dir,
+        true,
+        args.seed,
+        args.limit,
+        !args.no_normalize,
+    )?;
+    let train_ds = loaded.train.clone().expect("train split was asked for");
+    let out = args
+        .out
+        .clone()
+        .or_else(|| args.resume.clone())
+        .unwrap_or_else(|| {
+            PathBuf::from(format!(
+                "runs/{}-{}",
+                args.dataset.as_str(),
+                args.model.as_str()
+            ))
+        });
+    std::fs::create_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
+
+    might::manual_seed(args.seed);
+    let mut model = build_model(args.model, loaded.chw, loaded.classes.len())?;
+    let mut opt = make_optimizer(args, model.parameters())?;
+    let mut start_epoch = 0;
+    let mut rows: Vec<Row> = Vec::new();
+    if let Some(rdir) = &args.resume {
+        let path = rdir.join("last.safetensors");
+        let ck = ckpt::load(&path)?;
+        if ck.meta.get("dataset").map(String::as_str) != Some(args.dataset.as_str())
+            || ck.meta.get("model").map(String::as_str) != Some(args.model.as_str())
+        {
+            return Err(CliError(format!(
+                "{} is a {}/{} checkpoint, not {}/{}",
+                path.display(),
+                ck.meta.get("dataset").map_or("?", |s| s),
+                ck.meta.get("model").map_or("?", |s| s),
+                args.dataset.as_str(),
+                args.model.as_str()
+            )));
+        }
+        ckpt::load_into(&model.state_dict(), &ck.model)?;
+        opt.load_state(&ck.optim_tensors, &ck.optim_scalars)?;
+        might::tensor::random::set_global_state(ck.rng);
+        start_epoch = ck.epoch;
+        if let Ok(text) = std::fs::read_to_string(rdir.join("metrics.csv")) {
+            rows = text
+                .lines()
+                .filter_map(Row::parse)
+                .filter(|r| r.epoch <= start_epoch)
+                .collect();
+        }
+        eprintln!("resuming from {} (epoch {start_epoch})", path.display());
+    }
+
+    let loader = DataLoader::new(train_ds.clone(), args.batch_size, true, false, args.seed);
+    loader.set_epoch(start_epoch);
+    let steps = loader.len() as u64;
+    eprintln!(
+        "training {} on {} ({} train / {} test samples, {} parameters, {threads} threads)",
+        args.model.as_str(),
+        args.dataset.as_str(),
+        train_ds.len(),
+        loaded.test.len(),
+        model.num_parameters()
+    );
+    let style = ProgressStyle::with_template(
+        "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed_precise}, eta {eta})",
+    )
+    .expect("valid template")
+    .progress_chars("=> ");
+    let mut epoch_secs = Vec::new();
+    let mut samples_total = 0usize;
+    for epoch in start_epoch..args.epochs {
+        let pb = ProgressBar::new(steps);
+        pb.set_style(style.clone());
+        pb.set_prefix(format!("epoch {}/{}", epoch + 1, args.epochs));
+        let t0 = Instant::now();
+        let (mut loss_sum, mut right, mut seen) = (0.0f64, 0usize, 0usize);
+        for (step, batch) in loader.iter().enumerate() {
+            let (x, y) = batch?;
+            let logits = model.forward(&x)?;
+            let loss = cross_entropy(&logits, &y)?;
+            opt.zero_grad();
+            loss.backward()?;
+            opt.step()?;
+            let b = y.dims()[0];
+            let l = loss.item()?;
+            if !l.is_finite() {
+                pb.finish_and_clear();
+                return Err(CliError(format!(
+                    "loss became {l} at epoch {} step {step} (learning rate too high?)",
+                    epoch + 1
+                )));
+            }
+            loss_sum += l * b as f64;
+            right += correct(&logits, &y)?;
+            seen += b;
+            pb.inc(1);
+            if step % 10 == 0 {
+                let sps = seen as f64 / t0.elapsed().as_secs_f64().max(1e-9);
+                pb.set_message(format!(
+                    "loss {:.4} acc {:.2}% {sps:.0} samples/s",
+                    loss_sum / seen as f64,
+                    100.0 * right as f64 / seen as f64
+                ));
+            }
+        }
+        pb.finish_and_clear();
+        let secs = t0.elapsed().as_secs_f64();
+        epoch_secs.push(secs);
+        samples_total += seen;
+        let (test_loss, test_acc) = evaluate(model.as_mut(), loaded.test.clone())?;
+        let row = Row {
+            epoch: epoch + 1,
+            train_loss: loss_sum / seen.max(1) as f64,
+            train_acc: right as f64 / seen.max(1) as f64,
+            test_loss,
+            test_acc,
+            seconds: secs,
+        };
+        println!(
+            "epoch {}/{}: train_loss {:.4} train_acc {:.2}% test_loss {:.4} test_acc {:.2}% ({secs:.1}s, {:.0} samples/s)",
+            row.epoch,
+            args.epochs,
+            row.train_loss,
+            100.0 * row.train_acc,
+            row.test_loss,
+            100.0 * row.test_acc,
+            seen as f64 / secs.max(1e-9)
+        );
+        rows.push(row);
+        let mut csv = String::from(plot::CSV_HEADER);
+        csv.push('\n');
+        for r in &rows {
+            csv += &r.csv();
+            csv.push('\n');
+        }
+        write_file(&out.join("metrics.csv"), &csv)?;
+        write_file(&out.join("curves.svg"), &plot::curves_svg(&rows))?;
+        let mut meta = BTreeMap::new();
+        meta.insert("dataset".to_string(), args.dataset.as_str().to_string());
+        meta.insert("model".to_string(), args.model.as_str().to_string());
+        meta.insert(
+            "chw".to_string(),
+            loaded.chw.map(|d| d.to_string()).join(","),
+        );
+        meta.insert("classes".to_string(), loaded.classes.join("|"));
+        meta.insert("mean".to_string(), join_f32(&loaded.mean));
+        meta.insert("std".to_string(), join_f32(&loaded.std));
+        let (ot, os) = opt.state();
+        let ck = Checkpoint {
+            model: model.state_dict(),
+            optim_tensors: ot,
+            optim_scalars: os,
+            epoch: epoch + 1,
+            step: (epoch + 1) * steps,
+            rng: might::tensor::random::global_state(),
+            meta,
+        };
+        ckpt::save(
+            &out.join(format!("checkpoint-epoch{}.safetensors", epoch + 1)),
+            &ck,
+        )?;
+        ckpt::save(&out.join("last.safetensors"), &ck)?;
+    }
+    let last = rows.last().cloned().ok_or_else(|| {
+        CliError(format!(
+            "nothing to do: the run in {} already has {} epochs",
+            out.display(),
+            start_epoch
+        ))
+    })?;
+    let train_secs: f64 = epoch_secs.iter().sum();
+    println!(
+        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{}}}",
+        json_str(args.dataset.as_str()),
+        json_str(args.model.as_str()),
+        last.epoch,
+        num(last.train_loss),
+        num(last.test_acc),
+        num(median(&mut epoch_secs)),
+        num(samples_total as f64 / train_secs.max(1e-9)),
+        num(peak_rss_mb()),
+        threads
+    );
+    Ok(())
+}
+
+fn join_f32(v: &[f32]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Model, dataset name, input shape and classes stored in a checkpoint.
+fn restore(path: &Path) -> Res<(Box<dyn Net>, DatasetName, Checkpoint)> {
+    let ck = ckpt::load(path)?;
+    let get = |k: &str| {
+        ck.meta
+            .get(k)
+            .cloned()
+            .ok_or_else(|| CliError(format!("{}: checkpoint has no {k}", path.display())))
+    };
+    let ds = DatasetName::parse(&get("dataset")?)
+        .ok_or_else(|| CliError(format!("{}: unknown dataset", path.display())))?;
+    let model = match get("model")?.as_str() {
+        "mlp" => ModelName::Mlp,
+        "cnn" => ModelName::Cnn,
+        m => return Err(CliError(format!("{}: unknown model {m}", path.display()))),
+    };
+    let chw: Vec<usize> = get("chw")?
+        .split(',')
+        .map(|d| {
+            d.parse()
+                .map_err(|_| CliError("bad chw in checkpoint".into()))
+        })
+        .collect::<Res<_>>()?;
+    let chw: [usize; 3] = chw
+        .try_into()
+        .map_err(|_| CliError("bad chw in checkpoint".into()))?;
+    let classes = get("classes")?.split('|').count();
+    let mut net = build_model(model, chw, classes)?;
+    ckpt::load_into(&net.state_dict(), &ck.model)?;
+    net.train(false);
+    Ok((net, ds, ck))
+}
+
+pub fn eval(path: &Path, data_dir: Option<&Path>, threads: Option<usize>) -> Res<()> {
+    if let Some(t) = threads {
+        might::set_num_threads(t.max(1));
+    }
+    let (mut net, ds, ck) = restore(path)?;
+    let dir = data_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| data::default_dir(ds));
+    let loaded = data::load(
+        ds,
+        &dir,
+        false,
+        0,
+        None,
+        !ck.meta.get("mean").is_none_or(|m| m.is_empty()),
+    )?;
+    let t0 = Instant::now();
+    let (loss, acc) = evaluate(net.as_mut(), loaded.test.clone())?;
+    println!(
+        "{{\"dataset\":{},\"model\":{},\"epoch\":{},\"test_loss\":{},\"test_accuracy\":{},\"samples\":{},\"seconds\":{}}}",
+        json_str(ds.as_str()),
+        json_str(ck.meta.get("model").map_or("?", |s| s)),
+        ck.epoch,
+        num(loss),
+        num(acc),
+        loaded.test.len(),
+        num(t0.elapsed().as_secs_f64())
+    );
+    Ok(())
+}
+
+#[cfg(feature = "image")]
+pub fn predict(path: &Path, image: &Path) -> Res<()> {
+    let (net, _ds, ck) = restore(path)?;
+    let chw: Vec<usize> = ck.meta["chw"]
+        .split(',')
+        .filter_map(|d| d.parse().ok())
+        .collect();
+    let classes: Vec<&str> = ck.meta["classes"].split('|').collect();
+    let parse = |k: &str| -> Vec<f32> {
+        ck.meta
+            .get(k)
+            .map(|s| s.split(',').filter_map(|v| v.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    let (mean, std) = (parse("mean"), parse("std"));
+    let (px, s) =
+        might::data::image_folder::load_image(image, chw[0] == 1, Some((chw[1], chw[2])))?;
+    let hw = s[1] * s[2];
+    let x: Vec<f32> = px
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let c = i / hw;
+            let v = v as f32 / 255.0;
+            match (mean.get(c), std.get(c)) {
+                (Some(m), Some(sd)) => (v - m) / sd,
+                _ => v,
+            }
+        })
+        .collect();
+    let x = Tensor::from_vec(x, [1, s[0], s[1], s[2]])?;
+    let _g = might::no_grad();
+    let probs = net.forward(&x)?.softmax(-1)?.to_vec::<f32>()?;
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
+    let name = |i: usize| classes.get(i).copied().unwrap_or("?");
+    println!("{}", name(order[0]));
+    for &i in order.iter().take(5) {
+        println!("  {:>12} {:.4}", name(i), probs[i]);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "image"))]
+pub fn predict(_path: &Path, _image: &Path) -> Res<()> {
+    Err(CliError(
+        "this build has no image support (build with feature `image`)".into(),
+    ))
+}

@@ -1,0 +1,216 @@
+//! `DataLoader`: batches of a `Dataset` in (optionally shuffled) order, built one batch ahead
+//! on a background thread so that reading/augmenting overlaps with the training step.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::Dataset;
+use crate::{Error, Generator, Result, Tensor};
+
+/// Iterates a dataset in batches (`torch.utils.data.DataLoader`).
+///
+/// Each call to [`DataLoader::iter`] is one epoch. With `shuffle`, epoch `e` visits the samples
+/// in the permutation drawn from `Generator::new(mix(seed, e))`, so the order depends only on
+/// the seed and the epoch number — a resumed run (`set_epoch`) sees the same batches.
+pub struct DataLoader {
+    dataset: Arc<dyn Dataset>,
+    batch_size: usize,
+    shuffle: bool,
+    drop_last: bool,
+    seed: u64,
+    epoch: AtomicU64,
+    prefetch: usize,
+}
+
+impl DataLoader {
+    /// A loader over `dataset`. A `batch_size` of 0 makes iteration yield one error.
+    pub fn new(
+        dataset: Arc<dyn Dataset>,
+        batch_size: usize,
+        shuffle: bool,
+        drop_last: bool,
+        seed: u64,
+    ) -> DataLoader {
+        DataLoader {
+            dataset,
+            batch_size,
+            shuffle,
+            drop_last,
+            seed,
+            epoch: AtomicU64::new(0),
+            prefetch: 2,
+        }
+    }
+
+    /// How many batches to build ahead on the background thread (0: build on the caller's
+    /// thread, no extra thread).
+    pub fn with_prefetch(mut self, batches: usize) -> DataLoader {
+        self.prefetch = batches;
+        self
+    }
+
+    pub fn dataset(&self) -> &Arc<dyn Dataset> {
+        &self.dataset
+    }
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Number of batches in one epoch.
+    pub fn len(&self) -> usize {
+        let n = self.dataset.len();
+        match self.batch_size {
+            0 => 0,
+            b if self.drop_last => n / b,
+            b => n.div_ceil(b),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The epoch the next `iter()` will run (incremented by each `iter()`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+    /// Set the epoch number of the next `iter()` (to resume a run).
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::SeqCst);
+    }
+
+    /// The sample order of `epoch`.
+    pub fn epoch_order(&self, epoch: u64) -> Vec<usize> {
+        let n = self.dataset.len();
+        if self.shuffle {
+            let mixed = self
+                .seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(epoch.wrapping_mul(0xD1B5_4A32_D192_ED03));
+            Generator::new(mixed).permutation(n)
+        } else {
+            (0..n).collect()
+        }
+    }
+
+    /// The index lists of each batch of `epoch`.
+    pub fn epoch_batches(&self, epoch: u64) -> Vec<Vec<usize>> {
+        if self.batch_size == 0 {
+            return vec![];
+        }
+        let order = self.epoch_order(epoch);
+        order
+            .chunks(self.batch_size)
+            .filter(|c| !self.drop_last || c.len() == self.batch_size)
+            .map(|c| c.to_vec())
+            .collect()
+    }
+
+    /// One epoch of `(inputs, targets)` batches.
+    pub fn iter(&self) -> DataLoaderIter {
+        let epoch = self.epoch.fetch_add(1, Ordering::SeqCst);
+        if self.batch_size == 0 {
+            return DataLoaderIter {
+                inner: Inner::Failed(Some(Error::invalid(
+                    "DataLoader",
+                    "batch_size must be at least 1",
+                ))),
+            };
+        }
+        let batches = self.epoch_batches(epoch);
+        let ds = self.dataset.clone();
+        if self.prefetch == 0 {
+            return DataLoaderIter {
+                inner: Inner::Sync {
+                    ds,
+                    batches: batches.into_iter(),
+                },
+            };
+        }
+        let (tx, rx) = sync_channel(self.prefetch);
+        let handle = std::thread::Builder::new()
+            .name("might-dataloader".into())
+            .spawn(move || {
+                for b in batches {
+                    // A closed channel means the iterator was dropped: stop early.
+                    if tx.send(ds.get_batch(&b)).is_err() {
+                        break;
+                    }
+                }
+            });
+        match handle {
+            Ok(h) => DataLoaderIter {
+                inner: Inner::Thread {
+                    rx: Some(rx),
+                    handle: Some(h),
+                },
+            },
+            Err(e) => DataLoaderIter {
+                inner: Inner::Failed(Some(Error::io("DataLoader", e))),
+            },
+        }
+    }
+}
+
+impl IntoIterator for &DataLoader {
+    type Item = Result<(Tensor, Tensor)>;
+    type IntoIter = DataLoaderIter;
+    fn into_iter(self) -> DataLoaderIter {
+        self.iter()
+    }
+}
+
+/// The batches of one epoch; see [`DataLoader::iter`].
+pub struct DataLoaderIter {
+    inner: Inner,
+}
+
+enum Inner {
+    Sync {
+        ds: Arc<dyn Dataset>,
+        batches: std::vec::IntoIter<Vec<usize>>,
+    },
+    Thread {
+        rx: Option<Receiver<Result<(Tensor, Tensor)>>>,
+        handle: Option<JoinHandle<()>>,
+    },
+    Failed(Option<Error>),
+}
+
+impl Iterator for DataLoaderIter {
+    type Item = Result<(Tensor, Tensor)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.inner {
+            Inner::Sync { ds, batches } => batches.next().map(|b| ds.get_batch(&b)),
+            Inner::Thread { rx, handle } => {
+                let got = rx.as_ref().and_then(|r| r.recv().ok());
+                if got.is_none() {
+                    rx.take();
+                    if let Some(h) = handle.take() {
+                        if h.join().is_err() {
+                            return Some(Err(Error::invalid(
+                                "DataLoader",
+                                "the loader thread panicked",
+                            )));
+                        }
+                    }
+                }
+                got
+            }
+            Inner::Failed(e) => e.take().map(Err),
+        }
+    }
+}
+
+impl Drop for DataLoaderIter {
+    fn drop(&mut self) {
+        if let Inner::Thread { rx, handle } = &mut self.inner {
+            // Closing the channel first unblocks a worker waiting to send.
+            rx.take();
+            if let Some(h) = handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
