@@ -537,6 +537,7 @@ fn inspect_every_format() {
         (infos[0].dtype, infos[0].shape.clone()),
         (DType::F64, vec![3, 4])
     );
+    assert_eq!(infos[0].name, "f8_fortran");
     let infos = might::io::inspect(fixture("arrays_compressed.npz")).unwrap();
     assert_eq!(
         infos.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),

@@ -53,7 +53,13 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<Vec<TensorInfo>> {
     let file = MappedFile::open("inspect", path)?;
     let bytes = file.bytes();
     if bytes.starts_with(npy::MAGIC) {
-        npy::inspect_bytes(bytes)
+        // A .npy holds one unnamed array: name it after the file, as `np.load` users do.
+        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let mut infos = npy::inspect_bytes(bytes)?;
+        for i in &mut infos {
+            i.name = stem.clone().unwrap_or_default();
+        }
+        Ok(infos)
     } else if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         let archive = zip::Archive::parse("zip", bytes)?;
         if archive
