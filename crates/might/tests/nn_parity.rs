@@ -73,7 +73,9 @@ fn compare(case: &str, what: &str, got: &Tensor, want: &Value) {
 }
 
 /// A parameter-free function as a module.
-struct Func(Box<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>);
+type FwdFn = Box<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>;
+
+struct Func(FwdFn);
 
 impl Module for Func {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
