@@ -178,6 +178,7 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
                 f32_tensor(&c["target"])
             };
             let o = CrossEntropyOptions {
+                weight: c.get("weight").map(f32_tensor),
                 label_smoothing: c["label_smoothing"].as_f64().unwrap(),
                 reduction: reduction(c),
                 ..Default::default()
@@ -277,6 +278,6 @@ fn layers_and_losses_match_pytorch() -> Result<()> {
         }
     }
     // every case of the fixture ran
-    assert_eq!(done.len(), 34, "cases run: {done:?}");
+    assert_eq!(done.len(), 36, "cases run: {done:?}");
     Ok(())
 }
