@@ -232,6 +232,22 @@ fn embedding_lookup_and_grad() -> Result<()> {
     )?;
     let e = Embedding::new(5, 3);
     assert_eq!(e.weight.dims(), &[5, 3]);
+    // padding_idx: zero row, looked up as is, never gets a gradient
+    let e = Embedding::with_padding_idx(4, 2, 1)?;
+    assert_eq!(e.weight.to_vec::<f32>()?[2..4], [0.0, 0.0]);
+    {
+        let _g = no_grad();
+        e.weight.select(0, 1)?.fill_(3.0)?;
+    }
+    let ids = Tensor::from_vec(vec![1i64, 2, 1], [3])?;
+    let y = e.forward(&ids)?;
+    assert_eq!(y.to_vec::<f32>()?[..2], [3.0, 3.0]);
+    y.sum_all()?.backward()?;
+    assert_eq!(
+        e.weight.grad().unwrap().to_vec::<f32>()?,
+        vec![0., 0., 0., 0., 1., 1., 0., 0.]
+    );
+    assert!(Embedding::with_padding_idx(4, 2, 4).is_err());
     Ok(())
 }
 

@@ -188,6 +188,52 @@ fn cross_entropy_gradcheck_all_variants() -> Result<()> {
 }
 
 #[test]
+fn cross_entropy_class_weights_values_and_gradcheck() -> Result<()> {
+    let x = [1., 2., 3., 0.5, -1., 2., 0., 0., 1.];
+    let logits = t64(&x, &[3, 3]);
+    let t = ids(&[2, -100, 0], &[3]);
+    let w = t64(&[0.5, 1.0, 2.0], &[3]);
+    let o = CrossEntropyOptions {
+        weight: Some(w.clone()),
+        ..Default::default()
+    };
+    // weighted mean: Σ w_y·nll / Σ w_y over the non-ignored rows
+    let l0 = lse(&x[..3]) - 3.0;
+    let l2 = lse(&x[6..]) - 0.0;
+    let want = (2.0 * l0 + 0.5 * l2) / 2.5;
+    close(&[cross_entropy(&logits, &t, &o)?.item()?], &[want], 1e-12);
+    let bad = CrossEntropyOptions {
+        weight: Some(t64(&[1., 1.], &[2])),
+        ..Default::default()
+    };
+    assert_eq!(
+        cross_entropy(&logits, &t, &bad).unwrap_err().kind,
+        ErrorKind::Shape
+    );
+    let gc = GradCheck::default();
+    for r in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+        let o = CrossEntropyOptions {
+            weight: Some(w.clone()),
+            label_smoothing: 0.2,
+            reduction: r,
+            ..Default::default()
+        };
+        gradcheck(
+            |i| cross_entropy(&i[0], &t, &o),
+            std::slice::from_ref(&logits),
+            gc,
+        )?;
+        let p = Tensor::rand([3, 3], DType::F64)?;
+        gradcheck(
+            |i| cross_entropy(&i[0], &i[1], &o),
+            &[logits.clone(), p],
+            gc,
+        )?;
+    }
+    Ok(())
+}
+
+#[test]
 fn cross_entropy_spatial_matches_flattened_rows() -> Result<()> {
     manual_seed(2);
     let x = Tensor::randn([2, 3, 4], DType::F64)?;

@@ -73,7 +73,9 @@ fn compare(case: &str, what: &str, got: &Tensor, want: &Value) {
 }
 
 /// A parameter-free function as a module.
-struct Func(Box<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>);
+type FwdFn = Box<dyn Fn(&Tensor) -> Result<Tensor> + Send + Sync>;
+
+struct Func(FwdFn);
 
 impl Module for Func {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -176,6 +178,7 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
                 f32_tensor(&c["target"])
             };
             let o = CrossEntropyOptions {
+                weight: c.get("weight").map(f32_tensor),
                 label_smoothing: c["label_smoothing"].as_f64().unwrap(),
                 reduction: reduction(c),
                 ..Default::default()
@@ -275,6 +278,6 @@ fn layers_and_losses_match_pytorch() -> Result<()> {
         }
     }
     // every case of the fixture ran
-    assert_eq!(done.len(), 34, "cases run: {done:?}");
+    assert_eq!(done.len(), 36, "cases run: {done:?}");
     Ok(())
 }

@@ -133,7 +133,7 @@ impl MultiheadAttention {
     /// weight.
     #[track_caller]
     pub fn new(embed_dim: usize, num_heads: usize, config: MhaConfig) -> Result<Self> {
-        if num_heads == 0 || embed_dim % num_heads != 0 {
+        if num_heads == 0 || !embed_dim.is_multiple_of(num_heads) {
             return Err(Error::invalid(
                 "MultiheadAttention",
                 format!("embed_dim {embed_dim} must be divisible by num_heads {num_heads}"),
@@ -167,7 +167,7 @@ impl MultiheadAttention {
         config: MhaConfig,
     ) -> Result<Self> {
         let e = out_proj.out_features();
-        if in_proj_weight.dims() != [3 * e, e] || num_heads == 0 || e % num_heads != 0 {
+        if in_proj_weight.dims() != [3 * e, e] || num_heads == 0 || !e.is_multiple_of(num_heads) {
             return Err(Error::shape(
                 "MultiheadAttention",
                 format!(

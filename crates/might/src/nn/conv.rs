@@ -37,7 +37,10 @@ fn conv_params(
     kernel: &[usize],
     cfg: &Conv2dConfig,
 ) -> Result<(Tensor, Option<Tensor>)> {
-    if cfg.groups == 0 || in_channels % cfg.groups != 0 || out_channels % cfg.groups != 0 {
+    if cfg.groups == 0
+        || !in_channels.is_multiple_of(cfg.groups)
+        || !out_channels.is_multiple_of(cfg.groups)
+    {
         return Err(Error::invalid(
             op,
             format!(

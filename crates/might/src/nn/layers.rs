@@ -170,6 +170,9 @@ impl Module for Dropout {
 /// and returns `[..ids.shape, dim]`.
 pub struct Embedding {
     pub weight: Tensor,
+    /// Row that stays fixed: looked up as is but never receives a gradient (PyTorch's
+    /// `padding_idx`; initialised to zeros by [`Embedding::with_padding_idx`]).
+    pub padding_idx: Option<usize>,
 }
 
 impl Embedding {
@@ -177,7 +180,32 @@ impl Embedding {
     pub fn new(num_embeddings: usize, dim: usize) -> Embedding {
         let weight = param(&[num_embeddings, dim], DType::F32);
         init::normal(&weight, 0.0, 1.0).expect("f32 parameter");
-        Embedding { weight }
+        Embedding {
+            weight,
+            padding_idx: None,
+        }
+    }
+
+    /// Like `new`, with row `padding_idx` zeroed and excluded from gradients.
+    #[track_caller]
+    pub fn with_padding_idx(
+        num_embeddings: usize,
+        dim: usize,
+        padding_idx: usize,
+    ) -> Result<Embedding> {
+        if padding_idx >= num_embeddings {
+            return Err(Error::index(
+                "Embedding",
+                format!("padding_idx {padding_idx} out of range for {num_embeddings} embeddings"),
+            ));
+        }
+        let mut e = Embedding::new(num_embeddings, dim);
+        {
+            let _g = crate::no_grad();
+            e.weight.select(0, padding_idx as isize)?.zero_()?;
+        }
+        e.padding_idx = Some(padding_idx);
+        Ok(e)
     }
 
     /// Build from a given table (trainable if it is a leaf).
@@ -191,6 +219,7 @@ impl Embedding {
         }
         Ok(Embedding {
             weight: as_param(weight),
+            padding_idx: None,
         })
     }
 }
@@ -203,7 +232,16 @@ impl Module for Embedding {
                 format!("ids must be int64, got {} {}", ids.dtype(), ids.shape()),
             ));
         }
-        Tensor::embedding(ids, &self.weight)
+        let out = Tensor::embedding(ids, &self.weight)?;
+        match self.padding_idx {
+            None => Ok(out),
+            Some(p) => {
+                // padding positions read the row detached, so no gradient reaches it
+                let pad = ids.eq_scalar(p as f64)?.unsqueeze(-1)?;
+                let row = self.weight.detach().select(0, p as isize)?;
+                Tensor::where_(&pad, &row, &out)
+            }
+        }
     }
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         vec![("weight".to_string(), self.weight.clone())]

@@ -27,8 +27,11 @@ fn reduce(l: Tensor, r: Reduction) -> Result<Tensor> {
 }
 
 /// Options of [`cross_entropy`] (PyTorch defaults via `Default`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct CrossEntropyOptions {
+    /// Per-class rescaling weights `[C]`; `Mean` then divides by the summed weights of the
+    /// (non-ignored) targets, as PyTorch does.
+    pub weight: Option<Tensor>,
     /// Class-index targets equal to this contribute nothing (default -100).
     pub ignore_index: i64,
     /// Mix the target with the uniform distribution: `(1 - ε)·target + ε / C`.
@@ -39,6 +42,7 @@ pub struct CrossEntropyOptions {
 impl Default for CrossEntropyOptions {
     fn default() -> Self {
         CrossEntropyOptions {
+            weight: None,
             ignore_index: -100,
             label_smoothing: 0.0,
             reduction: Reduction::Mean,
@@ -79,7 +83,13 @@ enum Target {
 }
 
 /// Per-row `(loss, logsumexp)` of a fused log-softmax + NLL.
-fn ce_forward<T: Real>(x: &[T], c: usize, target: &Target, eps: f64) -> Result<(Vec<f64>, Vec<T>)> {
+fn ce_forward<T: Real>(
+    x: &[T],
+    c: usize,
+    target: &Target,
+    eps: f64,
+    cw: Option<&[f64]>,
+) -> Result<(Vec<f64>, Vec<T>)> {
     let rows = x.len() / c;
     let probs: Option<Vec<T>> = match target {
         Target::Prob(p) => Some(p.to_vec::<T>()?),
@@ -104,11 +114,15 @@ fn ce_forward<T: Real>(x: &[T], c: usize, target: &Target, eps: f64) -> Result<(
                 (Target::Index(t), _) => match t[row] {
                     None => 0.0,
                     Some(k) => {
-                        let xk = xr[k].d();
-                        let mut loss = (1.0 - eps) * (lse64 - xk);
+                        let wk = cw.map_or(1.0, |w| w[k]);
+                        let mut loss = (1.0 - eps) * wk * (lse64 - xr[k].d());
                         if eps > 0.0 {
-                            let sx: f64 = xr.iter().map(|v| v.d()).sum();
-                            loss += eps * (lse64 - sx / c as f64);
+                            let sm: f64 = xr
+                                .iter()
+                                .enumerate()
+                                .map(|(j, v)| cw.map_or(1.0, |w| w[j]) * (lse64 - v.d()))
+                                .sum();
+                            loss += eps / c as f64 * sm;
                         }
                         loss
                     }
@@ -117,9 +131,10 @@ fn ce_forward<T: Real>(x: &[T], c: usize, target: &Target, eps: f64) -> Result<(
                     let pr = &p[row * c..(row + 1) * c];
                     xr.iter()
                         .zip(pr)
-                        .map(|(&v, &q)| {
+                        .enumerate()
+                        .map(|(j, (&v, &q))| {
                             let q = (1.0 - eps) * q.d() + eps / c as f64;
-                            q * (lse64 - v.d())
+                            cw.map_or(1.0, |w| w[j]) * q * (lse64 - v.d())
                         })
                         .sum::<f64>()
                 }
@@ -139,6 +154,7 @@ fn ce_backward<T: Real>(
     c: usize,
     target: &Target,
     eps: f64,
+    cw: Option<&[f64]>,
     scale: &(dyn Fn(usize) -> f64 + Sync),
 ) -> Result<Vec<T>> {
     let rows = x.len() / c;
@@ -148,8 +164,13 @@ fn ce_backward<T: Real>(
     };
     let mut dx = vec![T::f(0.0); x.len()];
     let rpt = rows_per_task(c, rows);
-    let uni = T::f(eps / c as f64);
     let keep = T::f(1.0 - eps);
+    // class weights (ones when absent), and the smoothing mass each class receives
+    let wc: Vec<T> = (0..c).map(|j| T::f(cw.map_or(1.0, |w| w[j]))).collect();
+    let uni: Vec<T> = (0..c)
+        .map(|j| T::f(eps / c as f64 * cw.map_or(1.0, |w| w[j])))
+        .collect();
+    let usum: T = uni.iter().copied().sum();
     map_blocks(&mut dx, rpt * c, |bi, db| {
         for (r, dr) in db.chunks_mut(c).enumerate() {
             let row = bi * rpt + r;
@@ -157,18 +178,21 @@ fn ce_backward<T: Real>(
             let s = T::f(scale(row));
             match (target, &probs) {
                 (Target::Index(t), _) => {
+                    // d/dx_j = p_j·((1-ε)·w_k + Σ_c ε/C·w_c) - ε/C·w_j - [j = k]·(1-ε)·w_k
                     let Some(k) = t[row] else { continue };
+                    let a = keep * wc[k] + usum;
                     for j in 0..c {
-                        dr[j] = s * ((xr[j] - lse[row]).exp() - uni);
+                        dr[j] = s * ((xr[j] - lse[row]).exp() * a - uni[j]);
                     }
-                    dr[k] = dr[k] - s * keep;
+                    dr[k] = dr[k] - s * keep * wc[k];
                 }
                 (Target::Prob(_), Some(p)) => {
                     let pr = &p[row * c..(row + 1) * c];
-                    let q = |j: usize| keep * pr[j] + uni;
-                    let total: T = (0..c).map(&q).sum();
+                    // weighted smoothed target w_j·q_j; d/dx_j = p_j·Σ_c w_c·q_c - w_j·q_j
+                    let wq = |j: usize| wc[j] * (keep * pr[j] + T::f(eps / c as f64));
+                    let total: T = (0..c).map(&wq).sum();
                     for j in 0..c {
-                        dr[j] = s * ((xr[j] - lse[row]).exp() * total - q(j));
+                        dr[j] = s * ((xr[j] - lse[row]).exp() * total - wq(j));
                     }
                 }
                 _ => unreachable!(),
@@ -211,6 +235,18 @@ pub fn cross_entropy(
     let c = logits.dims()[cdim];
     let mut row_shape = logits.dims().to_vec();
     row_shape.remove(cdim);
+    if let Some(w) = &opts.weight {
+        if w.dims() != [c] || !w.dtype().is_float() {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "class weight must be a float [{c}] tensor, got {} {}",
+                    w.dtype(),
+                    w.shape()
+                ),
+            ));
+        }
+    }
     let x = class_last(logits)?;
     let tgt = if target.dtype() == DType::I64 {
         if target.dims() != row_shape.as_slice() {
@@ -286,14 +322,20 @@ fn ce_typed<T: Real>(
     opts: &CrossEntropyOptions,
 ) -> Result<Tensor> {
     let eps = opts.label_smoothing;
-    let (losses, lse) = with_slice::<T, _>(&x, |xs| ce_forward(xs, c, &tgt, eps))??;
-    let count = match &tgt {
-        Target::Index(t) => t.iter().filter(|t| t.is_some()).count(),
-        Target::Prob(_) => losses.len(),
+    let cw: Option<Vec<f64>> = opts.weight.as_ref().map(|w| w.to_f64_vec());
+    let (losses, lse) = with_slice::<T, _>(&x, |xs| ce_forward(xs, c, &tgt, eps, cw.as_deref()))??;
+    // the `Mean` denominator: summed weights of the counted targets (their number unweighted)
+    let count: f64 = match &tgt {
+        Target::Index(t) => t
+            .iter()
+            .flatten()
+            .map(|&k| cw.as_ref().map_or(1.0, |w| w[k]))
+            .sum(),
+        Target::Prob(_) => losses.len() as f64,
     };
     let dt = logits.dtype();
     let out = match opts.reduction {
-        Reduction::Mean => Tensor::full((), losses.iter().sum::<f64>() / count as f64, dt)?,
+        Reduction::Mean => Tensor::full((), losses.iter().sum::<f64>() / count, dt)?,
         Reduction::Sum => Tensor::full((), losses.iter().sum::<f64>(), dt)?,
         Reduction::None => Tensor::from_vec(
             losses.iter().map(|&v| T::f(v)).collect::<Vec<T>>(),
@@ -309,7 +351,7 @@ fn ce_typed<T: Real>(
                 let gv = g.to_f64_vec();
                 let scale: Box<dyn Fn(usize) -> f64 + Send + Sync> = match reduction {
                     Reduction::Mean => {
-                        let s = gv[0] / count as f64;
+                        let s = gv[0] / count;
                         Box::new(move |_| s)
                     }
                     Reduction::Sum => {
@@ -318,20 +360,22 @@ fn ce_typed<T: Real>(
                     }
                     Reduction::None => Box::new(move |r| gv[r]),
                 };
-                let dx =
-                    with_slice::<T, _>(&x, |xs| ce_backward(xs, &lse, c, &tgt, eps, &*scale))??;
+                let dx = with_slice::<T, _>(&x, |xs| {
+                    ce_backward(xs, &lse, c, &tgt, eps, cw.as_deref(), &*scale)
+                })??;
                 let rows = lse.len();
                 let gx = class_back(Tensor::from_vec(dx, [rows, c])?, &lshape)?;
                 let gt = if target_grad {
-                    // d loss / d target = -(1 - ε)·log_softmax(x)·scale
+                    // d loss / d target = -(1 - ε)·w_c·log_softmax(x)·scale
                     let xs = x.to_vec::<T>()?;
                     let keep = 1.0 - eps;
                     let v: Vec<T> = xs
                         .iter()
                         .enumerate()
                         .map(|(i, &xv)| {
-                            let r = i / c;
-                            T::f(-keep * scale(r) * (xv - lse[r]).d())
+                            let (r, j) = (i / c, i % c);
+                            let wj = cw.as_ref().map_or(1.0, |w| w[j]);
+                            T::f(-keep * wj * scale(r) * (xv - lse[r]).d())
                         })
                         .collect();
                     Some(class_back(Tensor::from_vec(v, [rows, c])?, &lshape)?)

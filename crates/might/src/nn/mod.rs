@@ -5,6 +5,27 @@
 //! handles (sharing storage), so an optimizer or a loader that writes into them in place
 //! (`copy_`, `add_scaled_` under [`crate::no_grad`]) updates the module itself. Names follow
 //! PyTorch (`fc1.weight`, `0.bias`, `layers.0.weight`) so state dicts can be exchanged.
+//!
+//! ```
+//! use might::nn::{cross_entropy, CrossEntropyOptions, Linear, Module, ReLU, Sequential};
+//! use might::{DType, Tensor};
+//! let model = Sequential::new()
+//!     .add(Linear::new(4, 16, true))
+//!     .add(ReLU)
+//!     .add(Linear::new(16, 3, true));
+//! assert_eq!(model.named_parameters()[2].0, "2.weight");
+//! let x = Tensor::randn([8, 4], DType::F32)?;
+//! let y = Tensor::rand_int(0, 3, [8])?;
+//! let loss = cross_entropy(&model.forward(&x)?, &y, &CrossEntropyOptions::default())?;
+//! loss.backward()?;
+//! {
+//!     let _g = might::no_grad(); // one step of plain gradient descent
+//!     for p in model.parameters() {
+//!         p.add_scaled_(&p.grad().unwrap(), -0.1)?;
+//!     }
+//! }
+//! # Ok::<(), might::Error>(())
+//! ```
 
 mod activation;
 mod attention;
