@@ -446,11 +446,14 @@ fn for_planes<T: Send + Sync, U: Send>(
     }
 }
 
+/// Clipped `[start, end)` pooling windows along one axis, one per output index.
+type Windows = Vec<(usize, usize)>;
+
 impl PoolGeom {
     /// The clipped `[start, end)` windows of every output row and column, computed once per
     /// call instead of once per output element.
-    fn windows(&self) -> (Vec<(usize, usize)>, Vec<(usize, usize)>) {
-        let axis = |out: usize, a: usize, len: usize| -> Vec<(usize, usize)> {
+    fn windows(&self) -> (Windows, Windows) {
+        let axis = |out: usize, a: usize, len: usize| -> Windows {
             (0..out)
                 .map(|o| {
                     let (s, e, _) =
@@ -465,6 +468,8 @@ impl PoolGeom {
 
 /// Max pooling. Returns the maxima and, for each, the flat index (`iy * W + ix`) of the input
 /// element it came from (PyTorch's `return_indices`). NaN wins, as in PyTorch.
+// the window loop indexes by position: it needs the index itself, not just the element
+#[allow(clippy::needless_range_loop)]
 pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i64>) {
     let (hw, ohw, w) = (g.h * g.w, g.oh * g.ow, g.w);
     assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
