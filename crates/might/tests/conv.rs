@@ -121,6 +121,62 @@ fn conv2d_batch_split_across_threads_matches_per_sample() -> Result<()> {
     Ok(())
 }
 
+/// Gradients of `(conv2d(x, w, b) * r).sum()` for (x, w, b) as leaves.
+fn conv_grads(
+    x: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+    r: &Tensor,
+    x_grad: bool,
+) -> Result<Vec<Option<Vec<f64>>>> {
+    let x = x.detach();
+    x.requires_grad_(x_grad);
+    let (w, b) = (
+        w.detach().with_requires_grad(),
+        b.detach().with_requires_grad(),
+    );
+    let y = x.conv2d(&w, Some(&b), [2, 1], [1, 1], [1, 1], 1)?;
+    y.mul(r)?.sum_all()?.backward()?;
+    Ok([x, w, b]
+        .iter()
+        .map(|t| t.grad().map(|g| g.to_f64_vec()))
+        .collect())
+}
+
+#[test]
+fn conv2d_backward_split_across_threads_matches_per_sample() -> Result<()> {
+    // a batch large enough for the parallel backward: grad_input per sample must equal that
+    // sample's own gradient, and grad_weight / grad_bias the sum over samples
+    let (n, shape) = (7, [7, 3, 12, 11]);
+    let x = Tensor::randn(shape, DType::F64)?;
+    let w = Tensor::randn([8, 3, 3, 3], DType::F64)?;
+    let b = Tensor::randn([8], DType::F64)?;
+    let r = Tensor::randn([7, 8, 6, 11], DType::F64)?;
+    for x_grad in [true, false] {
+        let all = conv_grads(&x, &w, &b, &r, x_grad)?;
+        let mut gx = vec![];
+        let mut gw = vec![0.0; 8 * 27];
+        let mut gb = vec![0.0; 8];
+        for i in 0..n {
+            let one = conv_grads(&x.narrow(0, i, 1)?, &w, &b, &r.narrow(0, i, 1)?, x_grad)?;
+            if x_grad {
+                gx.extend(one[0].clone().unwrap());
+            }
+            let (ow, ob) = (one[1].as_ref().unwrap(), one[2].as_ref().unwrap());
+            gw.iter_mut().zip(ow).for_each(|(a, b)| *a += b);
+            gb.iter_mut().zip(ob).for_each(|(a, b)| *a += b);
+        }
+        if x_grad {
+            assert_close(all[0].as_ref().unwrap(), &gx, 1e-10, "grad_input");
+        } else {
+            assert!(all[0].is_none());
+        }
+        assert_close(all[1].as_ref().unwrap(), &gw, 1e-10, "grad_weight");
+        assert_close(all[2].as_ref().unwrap(), &gb, 1e-10, "grad_bias");
+    }
+    Ok(())
+}
+
 #[test]
 fn conv1d_by_hand() -> Result<()> {
     // [1,0,-1] with padding 1: y[i] = x[i-1] - x[i+1]

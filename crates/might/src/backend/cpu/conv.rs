@@ -446,35 +446,74 @@ fn for_planes<T: Send + Sync, U: Send>(
     }
 }
 
+/// Clipped `[start, end)` pooling windows along one axis, one per output index.
+type Windows = Vec<(usize, usize)>;
+
+impl PoolGeom {
+    /// The clipped `[start, end)` windows of every output row and column, computed once per
+    /// call instead of once per output element.
+    fn windows(&self) -> (Windows, Windows) {
+        let axis = |out: usize, a: usize, len: usize| -> Windows {
+            (0..out)
+                .map(|o| {
+                    let (s, e, _) =
+                        PoolGeom::window(o, self.kernel[a], self.stride[a], self.padding[a], len);
+                    (s, e)
+                })
+                .collect()
+        };
+        (axis(self.oh, 0, self.h), axis(self.ow, 1, self.w))
+    }
+}
+
 /// Max pooling. Returns the maxima and, for each, the flat index (`iy * W + ix`) of the input
 /// element it came from (PyTorch's `return_indices`). NaN wins, as in PyTorch.
+// the window loop indexes by position: it needs the index itself, not just the element
+#[allow(clippy::needless_range_loop)]
 pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i64>) {
-    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    let (hw, ohw, w) = (g.h * g.w, g.oh * g.ow, g.w);
     assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
-    // values and indices travel together so the planes split once
-    let mut out = vec![(T::zero(), 0i64); g.planes * ohw];
-    let work = out.len() * g.kernel[0] * g.kernel[1];
-    for_planes(x, hw, &mut out, ohw, work, |xp, op| {
-        for oy in 0..g.oh {
-            let (y0, y1, _) = PoolGeom::window(oy, g.kernel[0], g.stride[0], g.padding[0], g.h);
-            for ox in 0..g.ow {
-                let (x0, x1, _) = PoolGeom::window(ox, g.kernel[1], g.stride[1], g.padding[1], g.w);
-                let mut best = (T::neg_infinity(), y0 * g.w + x0);
+    let mut vals = vec![T::zero(); g.planes * ohw];
+    let mut idx = vec![0i64; g.planes * ohw];
+    if hw == 0 || ohw == 0 {
+        return (vals, idx);
+    }
+    let (rows, cols) = g.windows();
+    let plane = |((vp, ip), xp): ((&mut [T], &mut [i64]), &[T])| {
+        for (oy, &(y0, y1)) in rows.iter().enumerate() {
+            for (ox, &(x0, x1)) in cols.iter().enumerate() {
+                // padding never wins: windows always hold a real element (padding <= k/2)
+                let (mut best, mut at) = (T::neg_infinity(), y0 * w + x0);
                 'win: for iy in y0..y1 {
-                    for (ix, &v) in xp[iy * g.w + x0..iy * g.w + x1].iter().enumerate() {
-                        if v > best.0 || v.is_nan() {
-                            best = (v, iy * g.w + x0 + ix);
+                    for i in iy * w + x0..iy * w + x1 {
+                        let v = xp[i];
+                        if v > best || v.is_nan() {
+                            (best, at) = (v, i);
                             if v.is_nan() {
                                 break 'win;
                             }
                         }
                     }
                 }
-                op[oy * g.ow + ox] = (best.0, best.1 as i64);
+                vp[oy * g.ow + ox] = best;
+                ip[oy * g.ow + ox] = at as i64;
             }
         }
-    });
-    out.into_iter().unzip()
+    };
+    if threads::parallel(vals.len() * g.kernel[0] * g.kernel[1]) {
+        threads::install(|| {
+            vals.par_chunks_mut(ohw)
+                .zip(idx.par_chunks_mut(ohw))
+                .zip(x.par_chunks(hw))
+                .for_each(plane)
+        });
+    } else {
+        vals.chunks_mut(ohw)
+            .zip(idx.chunks_mut(ohw))
+            .zip(x.chunks(hw))
+            .for_each(plane);
+    }
+    (vals, idx)
 }
 
 /// Max pooling backward: each output gradient goes to the input element its maximum came from.
@@ -485,13 +524,26 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
         "max_pool2d_backward"
     );
     let mut gx = vec![T::zero(); g.planes * hw];
-    let pairs: Vec<(T, i64)> = gy.iter().copied().zip(idx.iter().copied()).collect();
-    for_planes(&pairs, ohw, &mut gx, hw, pairs.len(), |gp, xp| {
-        for &(v, i) in gp {
+    if hw == 0 || ohw == 0 {
+        return gx;
+    }
+    let plane = |(xp, (gp, ip)): (&mut [T], (&[T], &[i64]))| {
+        for (&v, &i) in gp.iter().zip(ip) {
             // indices come from our own forward pass; a bad one is a bug, not user input
             xp[i as usize] += v;
         }
-    });
+    };
+    if threads::parallel(gx.len()) {
+        threads::install(|| {
+            gx.par_chunks_mut(hw)
+                .zip(gy.par_chunks(ohw).zip(idx.par_chunks(ohw)))
+                .for_each(plane)
+        });
+    } else {
+        gx.chunks_mut(hw)
+            .zip(gy.chunks(ohw).zip(idx.chunks(ohw)))
+            .for_each(plane);
+    }
     gx
 }
 
