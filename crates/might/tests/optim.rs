@@ -3,7 +3,7 @@
 
 use might::optim::{
     clip_grad_norm_, clip_grad_norm_p_, clip_grad_value_, Adam, AdamConfig, AdamW,
-    CosineAnnealingLR, ExponentialLR, LinearWarmup, LrSchedule, MultiStepLR, OneCycleLR,
+    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearWarmup, LrSchedule, MultiStepLR, OneCycleLR,
     Optimizer, OptimizerState, ParamGroup, RmsProp, RmsPropConfig, Scheduler, Sgd, SgdConfig,
     StepLR, WarmupCosine,
 };
@@ -521,7 +521,7 @@ fn scheduler_drives_any_optimizer() -> Result<()> {
     close(&seen, &[0.1, 0.15, 0.2], 1e-15);
     assert_eq!(sched.current_step(), 3);
     // closures are schedules too
-    let mut s2 = Scheduler::new(1.0, |s: usize| 1.0 / (1 + s) as f64);
+    let mut s2 = Scheduler::new(1.0, LambdaLR(|s: usize| 1.0 / (1 + s) as f64));
     let dynopt: &mut dyn Optimizer = &mut opt;
     s2.step(dynopt);
     assert_eq!(dynopt.lr(), 0.5);

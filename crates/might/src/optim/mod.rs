@@ -29,7 +29,7 @@ pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm_, clip_grad_norm_p_, clip_grad_value_};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use schedule::{
-    ConstantLR, CosineAnnealingLR, ExponentialLR, LinearWarmup, LrSchedule, MultiStepLR,
+    ConstantLR, CosineAnnealingLR, ExponentialLR, LambdaLR, LinearWarmup, LrSchedule, MultiStepLR,
     OneCycleLR, Scheduler, StepLR, WarmupCosine,
 };
 pub use sgd::{Sgd, SgdConfig};
