@@ -55,7 +55,9 @@ fn sgd_momentum_dampening_weight_decay_by_hand() -> Result<()> {
     );
     let sd = opt.state_dict();
     close(
-        &sd.tensor("state.0.momentum_buffer").unwrap().to_vec::<f64>()?,
+        &sd.tensor("state.0.momentum_buffer")
+            .unwrap()
+            .to_vec::<f64>()?,
         &[b0, b1],
         1e-12,
     );
@@ -251,7 +253,10 @@ fn params_without_grad_are_skipped_and_keep_no_state() -> Result<()> {
 fn param_groups_override_weight_decay_and_scale_lr() -> Result<()> {
     let w = Tensor::from_slice(&[1.0f64, 1.0], [1, 2])?.with_requires_grad();
     let bias = param(&[1.0]);
-    let named = vec![("w".to_string(), w.clone()), ("b".to_string(), bias.clone())];
+    let named = vec![
+        ("w".to_string(), w.clone()),
+        ("b".to_string(), bias.clone()),
+    ];
     let mut groups = ParamGroup::decay_split(&named, 0.5);
     groups[1].lr_scale = 0.5;
     let cfg = SgdConfig {
@@ -400,11 +405,7 @@ fn clip_grad_norm_matches_pytorch_formula() -> Result<()> {
     grad(&b, &[1.0]);
     let total = clip_grad_norm_p_(&params, 2.0, f64::INFINITY)?;
     assert_eq!(total, 4.0);
-    close(
-        &a.grad().unwrap().to_vec::<f64>()?,
-        &[1.5, -2.0],
-        1e-6,
-    );
+    close(&a.grad().unwrap().to_vec::<f64>()?, &[1.5, -2.0], 1e-6);
     assert!(clip_grad_norm_(&params, -1.0).is_err());
     Ok(())
 }
@@ -429,7 +430,11 @@ fn clipping_a_gradient_shared_by_two_params_scales_it_once() -> Result<()> {
         &[3.0 * coef, 4.0 * coef],
         1e-12,
     );
-    assert_eq!(g.to_vec::<f64>()?, vec![3.0, 4.0], "caller's tensor untouched");
+    assert_eq!(
+        g.to_vec::<f64>()?,
+        vec![3.0, 4.0],
+        "caller's tensor untouched"
+    );
     Ok(())
 }
 
@@ -482,20 +487,42 @@ fn warmup_onecycle_warmupcosine_by_hand() -> Result<()> {
     let w = LinearWarmup::new(0.1, 4);
     close(&factors(&w, 6), &[0.1, 0.325, 0.55, 0.775, 1.0, 1.0], 1e-12);
     let w = LinearWarmup::new(0.0, 2).then(StepLR::new(2, 0.5)?);
-    close(&factors(&w, 7), &[0.0, 0.5, 1.0, 1.0, 0.5, 0.5, 0.25], 1e-12);
+    close(
+        &factors(&w, 7),
+        &[0.0, 0.5, 1.0, 1.0, 0.5, 0.5, 0.25],
+        1e-12,
+    );
 
     // total 10, pct 0.3: up to step 2 (= 0.3·10 − 1), down to step 9
     let oc = OneCycleLR::with_options(10, 0.3, 25.0, 1e4)?;
     let f = factors(&oc, 11);
     close(&f[..3], &[0.04, 0.52, 1.0], 1e-12);
     let min = 0.04 / 1e4;
-    let down = |s: f64| min + (1.0 - min) / 2.0 * ((std::f64::consts::PI * (s - 2.0) / 7.0).cos() + 1.0);
-    close(&f[3..], &[down(3.0), down(4.0), down(5.0), down(6.0), down(7.0), down(8.0), min, min], 1e-12);
+    let down =
+        |s: f64| min + (1.0 - min) / 2.0 * ((std::f64::consts::PI * (s - 2.0) / 7.0).cos() + 1.0);
+    close(
+        &f[3..],
+        &[
+            down(3.0),
+            down(4.0),
+            down(5.0),
+            down(6.0),
+            down(7.0),
+            down(8.0),
+            min,
+            min,
+        ],
+        1e-12,
+    );
     assert!(OneCycleLR::with_options(10, 0.05, 25.0, 1e4).is_err());
 
     let wc = WarmupCosine::new(2, 10, 0.1)?;
     let f = factors(&wc, 12);
-    close(&[f[0], f[1], f[2], f[6], f[10], f[11]], &[0.0, 0.5, 1.0, 0.55, 0.1, 0.1], 1e-12);
+    close(
+        &[f[0], f[1], f[2], f[6], f[10], f[11]],
+        &[0.0, 0.5, 1.0, 0.55, 0.1, 0.1],
+        1e-12,
+    );
     assert!(WarmupCosine::new(5, 5, 0.0).is_err());
     Ok(())
 }
@@ -630,9 +657,13 @@ fn load_state_dict_rejects_foreign_state_and_changes_nothing() -> Result<()> {
 
     let mut bad = good.clone();
     bad.tensors[0].1 = Tensor::new(&[1.0f64, 2.0, 3.0]);
-    assert_eq!(opt.load_state_dict(&bad).unwrap_err().kind, ErrorKind::Shape);
+    assert_eq!(
+        opt.load_state_dict(&bad).unwrap_err().kind,
+        ErrorKind::Shape
+    );
     let mut bad = good.clone();
-    bad.tensors.push(("state.7.exp_avg".into(), Tensor::new(&[0.0f64, 0.0])));
+    bad.tensors
+        .push(("state.7.exp_avg".into(), Tensor::new(&[0.0f64, 0.0])));
     assert!(opt.load_state_dict(&bad).is_err());
     let mut bad = good.clone();
     bad.tensors.remove(1);
@@ -660,11 +691,18 @@ fn load_state_dict_rejects_foreign_state_and_changes_nothing() -> Result<()> {
 
 #[test]
 fn trajectories_match_pytorch() -> Result<()> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/optim.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/optim.json"
+    );
     let text = std::fs::read_to_string(path).expect("fixture optim.json");
     let data: serde_json::Value = serde_json::from_str(&text).expect("valid json");
     let f64s = |v: &serde_json::Value| -> Vec<f64> {
-        v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
     };
     let x = Tensor::from_vec(f64s(&data["x"]), [6, 4])?;
     let y = Tensor::from_vec(f64s(&data["y"]), [6, 3])?;
@@ -781,5 +819,37 @@ fn trajectories_match_pytorch() -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Timing of the fused f32 AdamW step (run with `--ignored --nocapture`); compares it with
+/// one `add_scaled_` pass over the same tensor, the least any update can cost.
+#[test]
+#[ignore]
+fn bench_fused_adamw_step() -> Result<()> {
+    let n = 1 << 22;
+    let p = Tensor::randn([n], DType::F32)?.with_requires_grad();
+    p.set_grad(Some(Tensor::randn([n], DType::F32)?));
+    let mut opt = AdamW::new(vec![p.clone()], AdamConfig::adamw())?;
+    opt.step()?;
+    let reps = 20;
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        opt.step()?;
+    }
+    let fused = t.elapsed().as_secs_f64() / reps as f64;
+    let g = p.grad().unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        let _ng = might::no_grad();
+        p.add_scaled_(&g, -1e-3)?;
+    }
+    let axpy = t.elapsed().as_secs_f64() / reps as f64;
+    println!(
+        "AdamW f32 step, {n} params: {:.2} ms ({:.2} ns/param); add_scaled_ pass: {:.2} ms",
+        fused * 1e3,
+        fused * 1e9 / n as f64,
+        axpy * 1e3
+    );
     Ok(())
 }

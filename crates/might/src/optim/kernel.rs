@@ -90,7 +90,10 @@ fn drive<T: Real, K: Kernel>(p: &Tensor, g: &Tensor, st: &mut ParamState, k: &K)
         p.copy_(&tmp)?;
         return Ok(());
     };
-    let (gs, ge) = g.layout().contiguous_range().expect("made contiguous above");
+    let (gs, ge) = g
+        .layout()
+        .contiguous_range()
+        .expect("made contiguous above");
     let gguard = g.storage();
     let gsl = &T::slice(gguard.cpu()).expect("converted above")[gs..ge];
     let mut pguard = p.storage_mut();

@@ -72,7 +72,10 @@ impl OptimizerState {
     }
     /// Look a scalar up by name.
     pub fn scalar(&self, name: &str) -> Option<f64> {
-        self.scalars.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+        self.scalars
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
     }
 }
 
@@ -114,7 +117,8 @@ impl ParamGroup {
         vec![
             ParamGroup::new(decay.into_iter().map(|(_, t)| t.clone()).collect())
                 .with_weight_decay(weight_decay),
-            ParamGroup::new(no.into_iter().map(|(_, t)| t.clone()).collect()).with_weight_decay(0.0),
+            ParamGroup::new(no.into_iter().map(|(_, t)| t.clone()).collect())
+                .with_weight_decay(0.0),
         ]
     }
 }
@@ -178,7 +182,10 @@ impl Core {
                 check_hyper(op, "weight_decay", wd, 0.0, f64::INFINITY)?;
             }
             for p in g.params {
-                if !matches!(p.dtype(), DType::F32 | DType::F64 | DType::F16 | DType::BF16) {
+                if !matches!(
+                    p.dtype(),
+                    DType::F32 | DType::F64 | DType::F16 | DType::BF16
+                ) {
                     return Err(Error::dtype(
                         op,
                         format!(
@@ -242,7 +249,8 @@ impl Core {
         for (i, slot) in self.slots.iter().enumerate() {
             let Some(st) = &slot.state else { continue };
             if with_step {
-                out.scalars.push((format!("state.{i}.step"), st.step as f64));
+                out.scalars
+                    .push((format!("state.{i}.step"), st.step as f64));
             }
             for (name, buf) in names.iter().zip(&st.bufs) {
                 let t = Tensor::from_cpu(buf.clone(), slot.param.shape().clone());
@@ -333,7 +341,7 @@ impl Core {
             }
         }
         let mut new_states: Vec<Option<ParamState>> = vec![None; n];
-        for i in 0..n {
+        for (i, new) in new_states.iter_mut().enumerate() {
             let b = bufs.remove(&i);
             let st = steps.remove(&i);
             if b.is_none() && st.is_none() {
@@ -362,7 +370,7 @@ impl Core {
                 }
                 None => 0,
             };
-            new_states[i] = Some(ParamState { step, bufs: full });
+            *new = Some(ParamState { step, bufs: full });
         }
         for (slot, st) in self.slots.iter_mut().zip(new_states) {
             slot.state = st;

@@ -47,14 +47,7 @@ struct RmsKernel {
 
 impl RmsKernel {
     #[inline(always)]
-    fn elem<T: Real>(
-        &self,
-        p: &mut T,
-        g: T,
-        sq: &mut T,
-        ga: Option<&mut T>,
-        buf: Option<&mut T>,
-    ) {
+    fn elem<T: Real>(&self, p: &mut T, g: T, sq: &mut T, ga: Option<&mut T>, buf: Option<&mut T>) {
         let (lr, wd, a, eps) = (
             T::of(self.lr),
             T::of(self.wd),
@@ -91,14 +84,12 @@ impl Kernel for RmsKernel {
                 }
             }
             ([sq, b], true) => {
-                for (((p, &g), sq), b) in p.iter_mut().zip(g).zip(sq.iter_mut()).zip(b.iter_mut())
-                {
+                for (((p, &g), sq), b) in p.iter_mut().zip(g).zip(sq.iter_mut()).zip(b.iter_mut()) {
                     self.elem(p, g, sq, None, Some(b));
                 }
             }
             ([sq, ga], false) => {
-                for (((p, &g), sq), ga) in
-                    p.iter_mut().zip(g).zip(sq.iter_mut()).zip(ga.iter_mut())
+                for (((p, &g), sq), ga) in p.iter_mut().zip(g).zip(sq.iter_mut()).zip(ga.iter_mut())
                 {
                     self.elem(p, g, sq, Some(ga), None);
                 }

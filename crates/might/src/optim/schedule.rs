@@ -120,7 +120,10 @@ impl CosineAnnealingLR {
     #[track_caller]
     pub fn new(t_max: usize, min_factor: f64) -> Result<CosineAnnealingLR> {
         if t_max == 0 {
-            return Err(Error::invalid("CosineAnnealingLR::new", "t_max must be ≥ 1"));
+            return Err(Error::invalid(
+                "CosineAnnealingLR::new",
+                "t_max must be ≥ 1",
+            ));
         }
         Ok(CosineAnnealingLR { t_max, min_factor })
     }
@@ -200,10 +203,16 @@ impl OneCycleLR {
     ) -> Result<OneCycleLR> {
         let op = "OneCycleLR::new";
         if total_steps < 2 {
-            return Err(Error::invalid(op, format!("total_steps must be ≥ 2, got {total_steps}")));
+            return Err(Error::invalid(
+                op,
+                format!("total_steps must be ≥ 2, got {total_steps}"),
+            ));
         }
         if !(pct_start > 0.0 && pct_start < 1.0) {
-            return Err(Error::invalid(op, format!("pct_start must be in (0, 1), got {pct_start}")));
+            return Err(Error::invalid(
+                op,
+                format!("pct_start must be in (0, 1), got {pct_start}"),
+            ));
         }
         let up_end = pct_start * total_steps as f64 - 1.0;
         if !(up_end > 0.0 && up_end < (total_steps - 1) as f64) {
@@ -215,7 +224,10 @@ impl OneCycleLR {
             ));
         }
         if !(div_factor > 0.0 && final_div_factor > 0.0) {
-            return Err(Error::invalid(op, "div_factor and final_div_factor must be > 0"));
+            return Err(Error::invalid(
+                op,
+                "div_factor and final_div_factor must be > 0",
+            ));
         }
         Ok(OneCycleLR {
             total_steps,
@@ -298,7 +310,10 @@ impl Scheduler {
 
     /// Take the base lr from `opt` and set its step-0 lr now (what PyTorch's schedulers do on
     /// construction).
-    pub fn for_optimizer(opt: &mut dyn Optimizer, schedule: impl LrSchedule + 'static) -> Scheduler {
+    pub fn for_optimizer(
+        opt: &mut dyn Optimizer,
+        schedule: impl LrSchedule + 'static,
+    ) -> Scheduler {
         let s = Scheduler::new(opt.lr(), schedule);
         s.apply(opt);
         s

@@ -81,7 +81,13 @@ impl Sgd {
     pub fn with_groups(groups: Vec<ParamGroup>, cfg: SgdConfig) -> Result<Sgd> {
         let op = "Sgd::new";
         check_hyper(op, "momentum", cfg.momentum, 0.0, f64::INFINITY)?;
-        check_hyper(op, "dampening", cfg.dampening, f64::NEG_INFINITY, f64::INFINITY)?;
+        check_hyper(
+            op,
+            "dampening",
+            cfg.dampening,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+        )?;
         check_hyper(op, "weight_decay", cfg.weight_decay, 0.0, f64::INFINITY)?;
         if cfg.nesterov && (cfg.momentum <= 0.0 || cfg.dampening != 0.0) {
             return Err(Error::invalid(
