@@ -3,9 +3,9 @@
 
 use might::optim::{
     clip_grad_norm_, clip_grad_norm_p_, clip_grad_value_, Adam, AdamConfig, AdamW,
-    CosineAnnealingLR, ExponentialLR, LinearWarmup, LrSchedule, MultiStepLR, OneCycleLR, Optimizer,
-    OptimizerState, ParamGroup, RmsProp, RmsPropConfig, Scheduler, Sgd, SgdConfig, StepLR,
-    WarmupCosine,
+    CosineAnnealingLR, ExponentialLR, LambdaLR, LinearWarmup, LrSchedule, MultiStepLR, OneCycleLR,
+    Optimizer, OptimizerState, ParamGroup, RmsProp, RmsPropConfig, Scheduler, Sgd, SgdConfig,
+    StepLR, WarmupCosine,
 };
 use might::{DType, ErrorKind, Result, Tensor};
 
@@ -548,7 +548,7 @@ fn scheduler_drives_any_optimizer() -> Result<()> {
     close(&seen, &[0.1, 0.15, 0.2], 1e-15);
     assert_eq!(sched.current_step(), 3);
     // closures are schedules too
-    let mut s2 = Scheduler::new(1.0, |s: usize| 1.0 / (1 + s) as f64);
+    let mut s2 = Scheduler::new(1.0, LambdaLR(|s: usize| 1.0 / (1 + s) as f64));
     let dynopt: &mut dyn Optimizer = &mut opt;
     s2.step(dynopt);
     assert_eq!(dynopt.lr(), 0.5);
@@ -819,5 +819,37 @@ fn trajectories_match_pytorch() -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Timing of the fused f32 AdamW step (run with `--ignored --nocapture`); compares it with
+/// one `add_scaled_` pass over the same tensor, the least any update can cost.
+#[test]
+#[ignore]
+fn bench_fused_adamw_step() -> Result<()> {
+    let n = 1 << 22;
+    let p = Tensor::randn([n], DType::F32)?.with_requires_grad();
+    p.set_grad(Some(Tensor::randn([n], DType::F32)?));
+    let mut opt = AdamW::new(vec![p.clone()], AdamConfig::adamw())?;
+    opt.step()?;
+    let reps = 20;
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        opt.step()?;
+    }
+    let fused = t.elapsed().as_secs_f64() / reps as f64;
+    let g = p.grad().unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        let _ng = might::no_grad();
+        p.add_scaled_(&g, -1e-3)?;
+    }
+    let axpy = t.elapsed().as_secs_f64() / reps as f64;
+    println!(
+        "AdamW f32 step, {n} params: {:.2} ms ({:.2} ns/param); add_scaled_ pass: {:.2} ms",
+        fused * 1e3,
+        fused * 1e9 / n as f64,
+        axpy * 1e3
+    );
     Ok(())
 }

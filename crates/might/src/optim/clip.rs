@@ -71,13 +71,13 @@ pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64) -> Result<f64> {
 /// [`clip_grad_norm_`] with any `norm_type` p ≥ 1 (`f64::INFINITY` for the max norm).
 #[track_caller]
 pub fn clip_grad_norm_p_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Result<f64> {
-    if !(max_norm >= 0.0) {
+    if max_norm.is_nan() || max_norm < 0.0 {
         return Err(Error::invalid(
             "clip_grad_norm_",
             format!("max_norm must be ≥ 0, got {max_norm}"),
         ));
     }
-    if !(norm_type >= 1.0) {
+    if norm_type.is_nan() || norm_type < 1.0 {
         return Err(Error::invalid(
             "clip_grad_norm_",
             format!("norm_type must be ≥ 1 (or infinity), got {norm_type}"),
@@ -108,7 +108,7 @@ pub fn clip_grad_norm_p_(params: &[Tensor], max_norm: f64, norm_type: f64) -> Re
 /// Clamp every gradient element of `params` into `[-clip_value, clip_value]`.
 #[track_caller]
 pub fn clip_grad_value_(params: &[Tensor], clip_value: f64) -> Result<()> {
-    if !(clip_value >= 0.0) {
+    if clip_value.is_nan() || clip_value < 0.0 {
         return Err(Error::invalid(
             "clip_grad_value_",
             format!("clip_value must be ≥ 0, got {clip_value}"),

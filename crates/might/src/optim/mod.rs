@@ -29,7 +29,7 @@ pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm_, clip_grad_norm_p_, clip_grad_value_};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use schedule::{
-    ConstantLR, CosineAnnealingLR, ExponentialLR, LinearWarmup, LrSchedule, MultiStepLR,
+    ConstantLR, CosineAnnealingLR, ExponentialLR, LambdaLR, LinearWarmup, LrSchedule, MultiStepLR,
     OneCycleLR, Scheduler, StepLR, WarmupCosine,
 };
 pub use sgd::{Sgd, SgdConfig};
@@ -341,7 +341,7 @@ impl Core {
             }
         }
         let mut new_states: Vec<Option<ParamState>> = vec![None; n];
-        for i in 0..n {
+        for (i, new) in new_states.iter_mut().enumerate() {
             let b = bufs.remove(&i);
             let st = steps.remove(&i);
             if b.is_none() && st.is_none() {
@@ -370,7 +370,7 @@ impl Core {
                 }
                 None => 0,
             };
-            new_states[i] = Some(ParamState { step, bufs: full });
+            *new = Some(ParamState { step, bufs: full });
         }
         for (slot, st) in self.slots.iter_mut().zip(new_states) {
             slot.state = st;

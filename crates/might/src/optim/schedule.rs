@@ -22,9 +22,12 @@ pub trait LrSchedule: Send + Sync {
     fn lr_at(&self, step: usize) -> f64;
 }
 
-impl<F: Fn(usize) -> f64 + Send + Sync> LrSchedule for F {
+/// Any function of the step as a schedule (PyTorch's `LambdaLR`).
+pub struct LambdaLR<F>(pub F);
+
+impl<F: Fn(usize) -> f64 + Send + Sync> LrSchedule for LambdaLR<F> {
     fn lr_at(&self, step: usize) -> f64 {
-        self(step)
+        (self.0)(step)
     }
 }
 
