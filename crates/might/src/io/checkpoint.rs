@@ -13,13 +13,8 @@ const FMT: &str = "checkpoint";
 const FORMAT_KEY: &str = "might.format";
 const FORMAT_VALUE: &str = "checkpoint-v1";
 
-/// An optimizer's state as flat named tensors and scalars.
-// TODO(lead): replace with optim::OptimizerState at merge
-#[derive(Clone, Debug, Default)]
-pub struct OptimizerState {
-    pub tensors: Vec<(String, Tensor)>,
-    pub scalars: Vec<(String, f64)>,
-}
+/// An optimizer's state as flat named tensors and scalars (shared with `optim`).
+pub use crate::optim::OptimizerState;
 
 /// Everything needed to resume training.
 #[derive(Clone, Debug, Default)]

@@ -77,3 +77,14 @@ pub fn load_into(
     }
     Ok(report)
 }
+
+/// Load `tensors` into a module's parameters and buffers, in place (PyTorch's
+/// `module.load_state_dict(sd, strict)`). Names must match `module.state_dict()`.
+#[track_caller]
+pub fn load_state_dict(
+    module: &dyn crate::nn::Module,
+    tensors: &[(String, Tensor)],
+    strict: bool,
+) -> Result<LoadReport> {
+    load_into(&module.state_dict(), tensors, strict)
+}
