@@ -282,3 +282,144 @@ fn image_folder_loads_png_classes() {
     );
     std::fs::remove_dir_all(&d).ok();
 }
+
+#[test]
+fn idx_parser_rejects_hostile_headers() {
+    use might::data::idx::{encode_idx_u8, parse_idx};
+    let data: Vec<u8> = (0..24).collect();
+    let a = parse_idx(&encode_idx_u8(&[2, 3, 4], &data)).unwrap();
+    assert_eq!((a.dims.clone(), a.numel()), (vec![2, 3, 4], 24));
+    assert_eq!(a.into_u8().unwrap(), data);
+    // Huge dims with no data behind them: an error, not a giant allocation.
+    let mut h = vec![0, 0, 0x08, 3];
+    for _ in 0..3 {
+        h.extend_from_slice(&u32::MAX.to_be_bytes());
+    }
+    assert_eq!(parse_idx(&h).unwrap_err().kind, ErrorKind::Format);
+    assert!(parse_idx(&[0, 0]).is_err());
+    assert!(parse_idx(&[1, 0, 8, 1, 0, 0, 0, 1, 5]).is_err()); // bad magic
+    assert!(parse_idx(&[0, 0, 0x42, 1, 0, 0, 0, 1, 5]).is_err()); // unknown type
+    assert!(parse_idx(&[0, 0, 8, 2, 0, 0, 0, 1]).is_err()); // truncated header
+    assert!(parse_idx(&[0, 0, 8, 0]).is_err()); // zero dims
+    let e = parse_idx(&[0, 0, 8, 1, 0, 0, 0, 3, 5, 6]).unwrap_err();
+    assert!(e.msg.contains("truncated"), "{}", e.msg);
+    // A float IDX file parses but is not u8 data.
+    let f = parse_idx(&[0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 128, 63]).unwrap();
+    assert_eq!(f.into_u8().unwrap_err().kind, ErrorKind::DType);
+}
+
+#[test]
+fn flip_and_crop_keep_pixels_from_the_image() {
+    // 64 copies of one 3x4x4 image whose pixel values are all distinct.
+    let img: Vec<u8> = (0..48).map(|v| v as u8 + 1).collect();
+    let n = 64;
+    let ds = Cifar10::from_raw(
+        (0..n)
+            .flat_map(|_| {
+                let mut full = vec![0u8; 3072];
+                for c in 0..3 {
+                    for y in 0..4 {
+                        for x in 0..4 {
+                            full[c * 1024 + y * 32 + x] = img[c * 16 + y * 4 + x];
+                        }
+                    }
+                }
+                full
+            })
+            .collect(),
+        vec![0; n],
+    )
+    .unwrap();
+    let flip = ds
+        .clone()
+        .with_transforms(vec![Transform::RandomHorizontalFlip], 3);
+    let idx: Vec<usize> = (0..n).collect();
+    let v = flip.get_batch(&idx).unwrap().0.to_vec::<f32>().unwrap();
+    let (mut same, mut mirrored) = (0, 0);
+    for s in v.chunks_exact(3072) {
+        // Pixel (0, 0) of channel 0 either stays at x = 0 or moves to x = 31.
+        if s[0] > 0.0 {
+            same += 1;
+            assert_eq!(s[31], 0.0);
+        } else {
+            mirrored += 1;
+            assert!((s[31] - 1.0 / 255.0).abs() < 1e-7);
+            assert!((s[30] - 2.0 / 255.0).abs() < 1e-7);
+        }
+    }
+    assert!(same > 10 && mirrored > 10, "{same} / {mirrored}");
+
+    let crop = ds.with_transforms(vec![Transform::RandomCrop { padding: 2 }], 5);
+    let v = crop.get_batch(&idx).unwrap().0.to_vec::<f32>().unwrap();
+    let mut offsets = HashSet::new();
+    for s in v.chunks_exact(3072) {
+        // Find where image pixel value 1 (channel 0, (0, 0)) landed: a shift of at most 2.
+        let pos = s[..1024]
+            .iter()
+            .position(|&p| (p - 1.0 / 255.0).abs() < 1e-7);
+        if let Some(p) = pos {
+            let (y, x) = (p / 32, p % 32);
+            assert!(y <= 2 && x <= 2, "moved to ({y}, {x})");
+            offsets.insert((y, x));
+        }
+        // Every value is 0 (padding/background) or one of the image's values.
+        assert!(s
+            .iter()
+            .all(|&p| p == 0.0 || (1.0 / 255.0..=48.5 / 255.0).contains(&p)));
+    }
+    assert!(offsets.len() > 3, "{offsets:?}");
+}
+
+#[test]
+fn char_dataset_windows_and_vocab() {
+    use might::data::CharDataset;
+    let ds = CharDataset::from_text("hello", 2).unwrap();
+    assert_eq!(ds.vocab(), &['e', 'h', 'l', 'o']);
+    assert_eq!(ds.len(), 3);
+    let (x, y) = ds.get_batch(&[0, 2]).unwrap();
+    // "he" -> "el", "ll" -> "lo"
+    assert_eq!(x.to_vec::<i64>().unwrap(), vec![1, 0, 2, 2]);
+    assert_eq!(y.to_vec::<i64>().unwrap(), vec![0, 2, 2, 3]);
+    assert_eq!(ds.decode(&ds.encode("hole").unwrap()).unwrap(), "hole");
+    assert!(ds.encode("z").is_err());
+    assert!(ds.decode(&[4]).is_err());
+    assert_eq!(ds.get_batch(&[3]).unwrap_err().kind, ErrorKind::Index);
+    assert!(CharDataset::from_text("ab", 2).is_err());
+    // Gzip-compressed text files load too.
+    let d = tmpdir("text");
+    let p = d.join("t.txt.gz");
+    std::fs::write(&p, flate2_free_gzip(b"abcabc")).unwrap();
+    let ds = CharDataset::load(&p, 3).unwrap();
+    assert_eq!(ds.vocab_size(), 3);
+    assert_eq!(ds.len(), 3);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// A gzip file with one stored (uncompressed) deflate block, built by hand so the test
+/// needs no compression crate.
+fn flate2_free_gzip(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+    out.push(1); // final stored block
+    let len = data.len() as u16;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&(!len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&crc32(data).to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
+}
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = 0xFFFF_FFFFu32;
+    for &b in data {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
