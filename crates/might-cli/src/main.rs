@@ -4,8 +4,10 @@
 //! last line on stdout, one JSON object with the results. User mistakes (a missing directory,
 //! a corrupt file, an unknown model) end with a one-line error and exit code 1.
 
+mod bench;
 mod ckpt;
 mod data;
+mod inspect;
 mod net;
 mod opt;
 mod plot;
@@ -129,6 +131,37 @@ enum Command {
     },
     /// Classify one image with a checkpoint: prints the class and the top-5 probabilities.
     Predict { checkpoint: PathBuf, image: PathBuf },
+    /// List the tensors of a safetensors, .npy, .npz or PyTorch .pt/.pth file: name, dtype,
+    /// shape, size, and totals. Reads headers only; never executes anything in the file.
+    /// Micro-benchmarks (used by bench/compare.sh against PyTorch).
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+    Inspect {
+        file: PathBuf,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchWhat {
+    /// sgemm (GFLOP/s) and elementwise/reduction/softmax (GB/s) throughput.
+    Kernels {
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Timed samples per case (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        /// Minimum seconds per sample (fast kernels are repeated to reach it).
+        #[arg(long, default_value_t = 0.2)]
+        min_time: f64,
+        /// One JSON object on stdout instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Clap's message in one line: the error line plus any hint, without usage blocks.
@@ -168,6 +201,16 @@ fn main() -> ExitCode {
             threads,
         } => train::eval(&checkpoint, data.as_deref(), threads),
         Command::Predict { checkpoint, image } => train::predict(&checkpoint, &image),
+        Command::Bench {
+            what:
+                BenchWhat::Kernels {
+                    threads,
+                    reps,
+                    min_time,
+                    json,
+                },
+        } => bench::kernels(threads, reps, min_time, json).map_err(Into::into),
+        Command::Inspect { file, json } => inspect::inspect(&file, json).map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

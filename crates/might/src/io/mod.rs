@@ -51,15 +51,25 @@ impl TensorInfo {
 pub fn inspect(path: impl AsRef<Path>) -> Result<Vec<TensorInfo>> {
     let path = path.as_ref();
     let file = MappedFile::open("inspect", path)?;
-    let bytes = file.bytes();
-    if bytes.starts_with(npy::MAGIC) {
+    let mut infos = inspect_bytes(file.bytes()).map_err(|mut e| {
+        e.msg = format!("{}: {}", path.display(), e.msg);
+        e
+    })?;
+    if file.bytes().starts_with(npy::MAGIC) {
         // A .npy holds one unnamed array: name it after the file, as `np.load` users do.
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
-        let mut infos = npy::inspect_bytes(bytes)?;
         for i in &mut infos {
             i.name = stem.clone().unwrap_or_default();
         }
-        Ok(infos)
+    }
+    Ok(infos)
+}
+
+/// [`inspect`] on bytes in memory (a `.npy` array is listed with an empty name).
+#[track_caller]
+pub fn inspect_bytes(bytes: &[u8]) -> Result<Vec<TensorInfo>> {
+    if bytes.starts_with(npy::MAGIC) {
+        npy::inspect_bytes(bytes)
     } else if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         let archive = zip::Archive::parse("zip", bytes)?;
         if archive
@@ -76,10 +86,7 @@ pub fn inspect(path: impl AsRef<Path>) -> Result<Vec<TensorInfo>> {
     } else {
         Err(Error::format(
             "inspect",
-            format!(
-                "{}: not a safetensors, npy, npz or PyTorch file (unrecognized first bytes)",
-                path.display()
-            ),
+            "not a safetensors, npy, npz or PyTorch file (unrecognized first bytes)",
         ))
     }
 }
