@@ -6,6 +6,7 @@
 
 mod ckpt;
 mod data;
+mod gpt;
 mod net;
 mod opt;
 mod plot;
@@ -129,6 +130,8 @@ enum Command {
     },
     /// Classify one image with a checkpoint: prints the class and the top-5 probabilities.
     Predict { checkpoint: PathBuf, image: PathBuf },
+    /// Generate text from a `might train gpt` checkpoint.
+    Sample(gpt::SampleArgs),
 }
 
 /// Clap's message in one line: the error line plus any hint, without usage blocks.
@@ -143,6 +146,21 @@ fn one_line(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    // `might train gpt ...` has its own options (see gpt.rs); the image `train` is unchanged
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("train") && argv.get(2).map(String::as_str) == Some("gpt") {
+        return finish(
+            <gpt::GptTrainCli as Parser>::try_parse_from(&argv[2..])
+                .map_err(|e| {
+                    if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp) {
+                        let _ = e.print();
+                        std::process::exit(0);
+                    }
+                    train::CliError(one_line(&e))
+                })
+                .and_then(|c| gpt::train(&c.args)),
+        );
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -168,7 +186,12 @@ fn main() -> ExitCode {
             threads,
         } => train::eval(&checkpoint, data.as_deref(), threads),
         Command::Predict { checkpoint, image } => train::predict(&checkpoint, &image),
+        Command::Sample(args) => gpt::sample(&args),
     };
+    finish(result)
+}
+
+fn finish(result: Result<(), train::CliError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
