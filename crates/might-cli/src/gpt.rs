@@ -80,7 +80,10 @@ pub struct GptTrainArgs {
 
 /// `might train gpt ...`: parsed on its own so the image `train` command stays untouched.
 #[derive(clap::Parser, Debug)]
-#[command(name = "might train gpt", about = "Train a character-level GPT on a text file")]
+#[command(
+    name = "might train gpt",
+    about = "Train a character-level GPT on a text file"
+)]
 pub struct GptTrainCli {
     #[command(flatten)]
     pub args: GptTrainArgs,
@@ -115,7 +118,11 @@ struct Vocab {
 
 impl Vocab {
     fn new(chars: Vec<char>) -> Vocab {
-        let ids = chars.iter().enumerate().map(|(i, &c)| (c, i as i64)).collect();
+        let ids = chars
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (c, i as i64))
+            .collect();
         Vocab { chars, ids }
     }
     fn encode(&self, s: &str) -> Res<Vec<i64>> {
@@ -194,7 +201,11 @@ fn estimate(model: &mut Gpt, data: &[i64], args: &GptTrainArgs, seed: u64) -> Re
         let (logits, l) = model.forward_with_loss(&x, &y)?;
         loss += l.item()?;
         let pred = logits.argmax(-1, false)?.to_vec::<i64>()?;
-        right += pred.iter().zip(y.to_vec::<i64>()?).filter(|(a, b)| **a == *b).count();
+        right += pred
+            .iter()
+            .zip(y.to_vec::<i64>()?)
+            .filter(|(a, b)| **a == *b)
+            .count();
         total += pred.len();
     }
     model.train(true);
@@ -244,7 +255,11 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     let threads = might::get_num_threads();
     let text = std::fs::read_to_string(&args.text)
         .map_err(|e| CliError(format!("{}: {e}", args.text.display())))?;
-    let mut chars: Vec<char> = text.chars().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let mut chars: Vec<char> = text
+        .chars()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     chars.sort_unstable();
     let vocab = Vocab::new(chars);
     let data = vocab.encode(&text)?;
@@ -365,7 +380,8 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     pb.set_position(start);
     let t0 = Instant::now();
     let tokens_per_step = args.batch_size * args.block * args.grad_accum;
-    let (mut since_loss, mut since_right, mut since_n, mut since_steps) = (0.0, 0usize, 0usize, 0u64);
+    let (mut since_loss, mut since_right, mut since_n, mut since_steps) =
+        (0.0, 0usize, 0usize, 0u64);
     let mut seg_t = Instant::now();
     let mut step_secs = 0.0f64;
     let mut steps_done = 0u64;
@@ -383,7 +399,11 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             }
             since_loss += l / args.grad_accum as f64;
             let pred = logits.detach().argmax(-1, false)?.to_vec::<i64>()?;
-            since_right += pred.iter().zip(y.to_vec::<i64>()?).filter(|(a, b)| **a == *b).count();
+            since_right += pred
+                .iter()
+                .zip(y.to_vec::<i64>()?)
+                .filter(|(a, b)| **a == *b)
+                .count();
             since_n += pred.len();
             loss.div_scalar(args.grad_accum as f64)?.backward()?;
         }
@@ -414,14 +434,16 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
                 test_acc: val_acc,
                 seconds: seg_t.elapsed().as_secs_f64(),
             };
-            pb.println(format!(
-                "step {done}/{}: train_loss {:.4} val_loss {:.4} val_acc {:.2}% ({:.1}s)",
-                args.steps,
-                row.train_loss,
-                val_loss,
-                100.0 * val_acc,
-                row.seconds
-            ));
+            pb.suspend(|| {
+                println!(
+                    "step {done}/{}: train_loss {:.4} val_loss {:.4} val_acc {:.2}% ({:.1}s)",
+                    args.steps,
+                    row.train_loss,
+                    val_loss,
+                    100.0 * val_acc,
+                    row.seconds
+                )
+            });
             rows.push(row);
             (since_loss, since_right, since_n, since_steps) = (0.0, 0, 0, 0);
             seg_t = Instant::now();
@@ -433,11 +455,15 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             }
             write_file(&out.join("metrics.csv"), &csv)?;
             write_file(&out.join("curves.svg"), &plot::curves_svg(&rows))?;
-            let mut extra: HashMap<String, String> = config_meta(&cfg, &vocab).into_iter().collect();
+            let mut extra: HashMap<String, String> =
+                config_meta(&cfg, &vocab).into_iter().collect();
             let g = might::tensor::random::global_state();
             extra.insert(
                 "global_rng".into(),
-                g.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(","),
+                g.iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
             );
             extra.insert(
                 "seconds".into(),
@@ -470,7 +496,10 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             "tokens_per_second",
             num((steps_done as usize * tokens_per_step) as f64 / step_secs.max(1e-9)),
         ),
-        ("ms_per_step", num(1000.0 * step_secs / steps_done.max(1) as f64)),
+        (
+            "ms_per_step",
+            num(1000.0 * step_secs / steps_done.max(1) as f64),
+        ),
         ("peak_rss_mb", num(peak_rss_mb())),
         ("steps", args.steps.to_string()),
         ("seconds", num(prior_secs + secs)),

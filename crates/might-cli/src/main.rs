@@ -72,7 +72,7 @@ pub enum OptimizerName {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// Which dataset to train on.
+    /// Which dataset to train on (`might train gpt --help` for the text model).
     #[arg(value_enum)]
     pub dataset: DatasetName,
     /// Model architecture.
@@ -148,7 +148,9 @@ fn one_line(e: &clap::Error) -> String {
 fn main() -> ExitCode {
     // `might train gpt ...` has its own options (see gpt.rs); the image `train` is unchanged
     let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some("train") && argv.get(2).map(String::as_str) == Some("gpt") {
+    if argv.get(1).map(String::as_str) == Some("train")
+        && argv.get(2).map(String::as_str) == Some("gpt")
+    {
         return finish(
             <gpt::GptTrainCli as Parser>::try_parse_from(&argv[2..])
                 .map_err(|e| {

@@ -25,7 +25,10 @@ fn ids(v: &[i64], shape: [usize; 2]) -> Tensor {
 fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
     let (a, b) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
     assert_eq!(a.len(), b.len());
-    a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 #[test]
@@ -53,8 +56,12 @@ fn bad_inputs_are_errors() {
     let m = Gpt::new(tiny(true)).unwrap();
     // too long for block_size 6, wrong dtype, wrong rank
     assert!(m.forward(&ids(&[0; 7], [1, 7])).is_err());
-    assert!(m.forward(&Tensor::zeros([1, 3], DType::F32).unwrap()).is_err());
-    assert!(m.forward(&Tensor::from_vec(vec![1i64, 2], [2]).unwrap()).is_err());
+    assert!(m
+        .forward(&Tensor::zeros([1, 3], DType::F32).unwrap())
+        .is_err());
+    assert!(m
+        .forward(&Tensor::from_vec(vec![1i64, 2], [2]).unwrap())
+        .is_err());
     let bad = GptConfig {
         n_embd: 9,
         ..tiny(true)
@@ -91,7 +98,10 @@ fn lm_head_is_tied_to_wte() {
         m.wte().fill_(0.25).unwrap();
     }
     assert!(head.to_vec::<f32>().unwrap().iter().all(|&v| v == 0.25));
-    assert!(!m.named_parameters().iter().any(|(n, _)| n == "lm_head.weight"));
+    assert!(!m
+        .named_parameters()
+        .iter()
+        .any(|(n, _)| n == "lm_head.weight"));
     // the head's gradient lands on wte too: with every token embedding equal, the logits
     // are equal and the loss is ln(vocab)
     let x = ids(&[1, 2, 3], [1, 3]);
@@ -117,8 +127,18 @@ fn init_follows_nanogpt() {
     };
     let m = Gpt::new(cfg).unwrap();
     let std = |name: &str| {
-        let t = &m.named_parameters().into_iter().find(|(n, _)| n == name).unwrap().1;
-        t.to_dtype(DType::F64).unwrap().std_all(1).unwrap().item().unwrap()
+        let t = &m
+            .named_parameters()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1;
+        t.to_dtype(DType::F64)
+            .unwrap()
+            .std_all(1)
+            .unwrap()
+            .item()
+            .unwrap()
     };
     assert!((std("transformer.wte.weight") - 0.02).abs() < 0.001);
     assert!((std("transformer.h.0.mlp.c_fc.weight") - 0.02).abs() < 0.001);
@@ -140,12 +160,21 @@ fn gradcheck_tiny_gpt_in_f64() {
         bias: true,
     };
     let base = Gpt::new(cfg).unwrap();
-    let names: Vec<String> = base.named_parameters().into_iter().map(|(n, _)| n).collect();
+    let names: Vec<String> = base
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
     // weights far from init so every path carries signal
     let inputs: Vec<Tensor> = base
         .named_parameters()
         .iter()
-        .map(|(_, t)| Tensor::randn(t.shape().clone(), DType::F64).unwrap().mul_scalar(0.5).unwrap())
+        .map(|(_, t)| {
+            Tensor::randn(t.shape().clone(), DType::F64)
+                .unwrap()
+                .mul_scalar(0.5)
+                .unwrap()
+        })
         .collect();
     let x = ids(&[0, 1, 2, 3, 4, 2, 1, 3], [2, 4]);
     let y = ids(&[1, 2, 3, 4, 0, 0, 1, 2], [2, 4]);
@@ -203,11 +232,18 @@ fn kv_cache_gives_the_logits_of_a_full_recompute() {
     let full = m.forward(&ids(&seq, [1, 6])).unwrap();
     let mut cache = m.new_cache(1).unwrap();
     // a prompt of 2, then one token at a time
-    let first = m.forward_cached(&ids(&seq[..2], [1, 2]), &mut cache).unwrap();
+    let first = m
+        .forward_cached(&ids(&seq[..2], [1, 2]), &mut cache)
+        .unwrap();
     assert!(max_diff(&first, &full.narrow(1, 0, 2).unwrap()) < 1e-5);
     for i in 2..6 {
-        let step = m.forward_cached(&ids(&seq[i..i + 1], [1, 1]), &mut cache).unwrap();
-        assert!(max_diff(&step, &full.narrow(1, i, 1).unwrap()) < 1e-5, "pos {i}");
+        let step = m
+            .forward_cached(&ids(&seq[i..i + 1], [1, 1]), &mut cache)
+            .unwrap();
+        assert!(
+            max_diff(&step, &full.narrow(1, i, 1).unwrap()) < 1e-5,
+            "pos {i}"
+        );
     }
     assert_eq!(cache.len(), 6);
     // full: one more token does not fit
@@ -238,7 +274,10 @@ fn sampling_filters_and_seeds() {
     }
     // top-2 keeps tokens 1 and 2 with probabilities e/(e+1) ≈ 0.731 and 0.269
     assert_eq!(counts[0] + counts[3] + counts[4], 0);
-    assert!((counts[1] as f64 / 2000.0 - 0.731).abs() < 0.04, "{counts:?}");
+    assert!(
+        (counts[1] as f64 / 2000.0 - 0.731).abs() < 0.04,
+        "{counts:?}"
+    );
     // top-p 0.6: token 1 alone has p ≈ 0.63 of the full softmax, so it is the only survivor
     let nucleus = SampleConfig {
         top_p: Some(0.6),
@@ -280,7 +319,11 @@ fn generate_is_seeded_and_runs_past_block_size() {
     for _ in 0..5 {
         let n = seq.len();
         let logits = m.forward(&ids(&seq, [1, n])).unwrap();
-        let last = logits.select(1, (n - 1) as isize).unwrap().argmax(-1, false).unwrap();
+        let last = logits
+            .select(1, (n - 1) as isize)
+            .unwrap()
+            .argmax(-1, false)
+            .unwrap();
         seq.push(last.to_vec::<i64>().unwrap()[0]);
     }
     assert_eq!(fast, seq[1..]);

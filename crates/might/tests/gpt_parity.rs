@@ -55,7 +55,9 @@ fn logits_loss_and_grads_match_pytorch() {
     // the fixture's state_dict holds both tied keys with equal values
     assert_eq!(
         get(&weights, "lm_head.weight").to_vec::<f32>().unwrap(),
-        get(&weights, "transformer.wte.weight").to_vec::<f32>().unwrap()
+        get(&weights, "transformer.wte.weight")
+            .to_vec::<f32>()
+            .unwrap()
     );
     let (logits, loss) = model
         .forward_with_loss(get(&batch, "idx"), get(&batch, "targets"))

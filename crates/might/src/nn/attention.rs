@@ -32,7 +32,14 @@ fn causal_softmax_fwd<T: Real>(x: &[T], t: usize, s: usize, scale: T, offset: us
 }
 
 /// Backward of [`causal_softmax`]: `dx = scale·y·(g - Σ g·y)` on the visible keys, 0 elsewhere.
-fn causal_softmax_bwd<T: Real>(g: &[T], y: &[T], t: usize, s: usize, scale: T, offset: usize) -> Vec<T> {
+fn causal_softmax_bwd<T: Real>(
+    g: &[T],
+    y: &[T],
+    t: usize,
+    s: usize,
+    scale: T,
+    offset: usize,
+) -> Vec<T> {
     let rows = y.len() / s;
     let mut dx = vec![T::f(0.0); y.len()];
     let rpt = rows_per_task(s, rows);
@@ -50,11 +57,7 @@ fn causal_softmax_bwd<T: Real>(g: &[T], y: &[T], t: usize, s: usize, scale: T, o
     dx
 }
 
-fn causal_softmax_typed<T: Real>(
-    scores: &Tensor,
-    scale: f64,
-    offset: usize,
-) -> Result<Tensor> {
+fn causal_softmax_typed<T: Real>(scores: &Tensor, scale: f64, offset: usize) -> Result<Tensor> {
     let r = scores.rank();
     let (t, s) = (scores.dims()[r - 2], scores.dims()[r - 1]);
     let sc = T::f(scale);
@@ -95,8 +98,9 @@ pub fn causal_softmax(scores: &Tensor, scale: f64, offset: usize) -> Result<Tens
     match scores.dtype() {
         DType::F32 => causal_softmax_typed::<f32>(scores, scale, offset),
         DType::F64 => causal_softmax_typed::<f64>(scores, scale, offset),
-        dt => causal_softmax_typed::<f32>(&scores.to_dtype(DType::F32)?, scale, offset)?
-            .to_dtype(dt),
+        dt => {
+            causal_softmax_typed::<f32>(&scores.to_dtype(DType::F32)?, scale, offset)?.to_dtype(dt)
+        }
     }
 }
 

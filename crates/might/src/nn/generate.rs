@@ -32,7 +32,10 @@ impl SampleConfig {
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
             return Err(Error::invalid(
                 "sample",
-                format!("temperature must be finite and >= 0, got {}", self.temperature),
+                format!(
+                    "temperature must be finite and >= 0, got {}",
+                    self.temperature
+                ),
             ));
         }
         if self.top_k == Some(0) {

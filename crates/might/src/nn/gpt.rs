@@ -43,7 +43,10 @@ impl GptConfig {
         if !c.n_embd.is_multiple_of(c.n_head) {
             return Err(Error::invalid(
                 "GptConfig",
-                format!("n_embd {} must be divisible by n_head {}", c.n_embd, c.n_head),
+                format!(
+                    "n_embd {} must be divisible by n_head {}",
+                    c.n_embd, c.n_head
+                ),
             ));
         }
         if !(0.0..1.0).contains(&c.dropout) {
@@ -60,8 +63,14 @@ impl GptConfig {
     pub fn parameter_shapes(&self) -> Vec<(String, Vec<usize>)> {
         let (c, b) = (self.n_embd, self.bias);
         let mut v = vec![
-            ("transformer.wte.weight".to_string(), vec![self.vocab_size, c]),
-            ("transformer.wpe.weight".to_string(), vec![self.block_size, c]),
+            (
+                "transformer.wte.weight".to_string(),
+                vec![self.vocab_size, c],
+            ),
+            (
+                "transformer.wpe.weight".to_string(),
+                vec![self.block_size, c],
+            ),
         ];
         // (name, shape of the weight); the bias, when present, is [shape[0]]
         let push = |v: &mut Vec<(String, Vec<usize>)>, name: String, shape: Vec<usize>| {
@@ -239,7 +248,11 @@ impl Gpt {
         if idx.dtype() != DType::I64 || idx.rank() != 2 {
             return Err(Error::shape(
                 "Gpt",
-                format!("idx must be int64 [B, T], got {} {}", idx.dtype(), idx.shape()),
+                format!(
+                    "idx must be int64 [B, T], got {} {}",
+                    idx.dtype(),
+                    idx.shape()
+                ),
             ));
         }
         let (b, t) = (idx.dims()[0], idx.dims()[1]);
@@ -303,8 +316,12 @@ impl Gpt {
     #[track_caller]
     pub fn forward_cached(&self, idx: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let _g = no_grad();
-        if cache.layers.len() != self.h.len()
-            || cache.layers.first().is_some_and(|(k, _)| k.dims()[0] != idx.dims()[0])
+        if idx.rank() != 2
+            || cache.layers.len() != self.h.len()
+            || cache
+                .layers
+                .first()
+                .is_some_and(|(k, _)| k.dims()[0] != idx.dims()[0])
         {
             return Err(Error::shape(
                 "Gpt::forward_cached",
