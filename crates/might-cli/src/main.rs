@@ -7,6 +7,7 @@
 mod bench;
 mod ckpt;
 mod data;
+mod gpt;
 mod inspect;
 mod net;
 mod opt;
@@ -73,7 +74,7 @@ pub enum OptimizerName {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// Which dataset to train on.
+    /// Which dataset to train on (`might train gpt --help` for the text model).
     #[arg(value_enum)]
     pub dataset: DatasetName,
     /// Model architecture.
@@ -133,16 +134,18 @@ enum Command {
     Predict { checkpoint: PathBuf, image: PathBuf },
     /// List the tensors of a safetensors, .npy, .npz or PyTorch .pt/.pth file: name, dtype,
     /// shape, size, and totals. Reads headers only; never executes anything in the file.
-    /// Micro-benchmarks (used by bench/compare.sh against PyTorch).
-    Bench {
-        #[command(subcommand)]
-        what: BenchWhat,
-    },
     Inspect {
         file: PathBuf,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Generate text from a `might train gpt` checkpoint.
+    Sample(gpt::SampleArgs),
+    /// Micro-benchmarks (used by bench/compare.sh against PyTorch).
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
     },
 }
 
@@ -176,6 +179,23 @@ fn one_line(e: &clap::Error) -> String {
 }
 
 fn main() -> ExitCode {
+    // `might train gpt ...` has its own options (see gpt.rs); the image `train` is unchanged
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("train")
+        && argv.get(2).map(String::as_str) == Some("gpt")
+    {
+        return finish(
+            <gpt::GptTrainCli as Parser>::try_parse_from(&argv[2..])
+                .map_err(|e| {
+                    if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp) {
+                        let _ = e.print();
+                        std::process::exit(0);
+                    }
+                    train::CliError(one_line(&e))
+                })
+                .and_then(|c| gpt::train(&c.args)),
+        );
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -211,7 +231,12 @@ fn main() -> ExitCode {
                 },
         } => bench::kernels(threads, reps, min_time, json).map_err(Into::into),
         Command::Inspect { file, json } => inspect::inspect(&file, json).map_err(Into::into),
+        Command::Sample(args) => gpt::sample(&args),
     };
+    finish(result)
+}
+
+fn finish(result: Result<(), train::CliError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

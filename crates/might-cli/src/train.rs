@@ -47,12 +47,12 @@ pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<
     }
 }
 
-fn write_file(path: &Path, text: &str) -> Res<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Res<()> {
     std::fs::write(path, text).map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
 /// Peak resident memory of this process in MiB (`VmHWM`), 0 when unknown.
-fn peak_rss_mb() -> f64 {
+pub(crate) fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -118,7 +118,7 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     let mut o = String::from("\"");
     for c in s.chars() {
         match c {
@@ -132,7 +132,7 @@ fn json_str(s: &str) -> String {
     o
 }
 
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     if v.is_finite() {
         format!("{v:.6}")
     } else {

@@ -1,8 +1,108 @@
 //! Scaled dot-product attention and multi-head attention (PyTorch names and mask conventions).
 
+use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
 use super::layers::{as_param, param};
 use super::{functional, init, prefixed, Linear, Module};
 use crate::{DType, Error, Result, Tensor};
+
+/// Forward of [`causal_softmax`] on contiguous rows of `s` keys; row `r` is query
+/// `r % t`, which sees keys `0..=query + offset`.
+fn causal_softmax_fwd<T: Real>(x: &[T], t: usize, s: usize, scale: T, offset: usize) -> Vec<T> {
+    let rows = x.len() / s;
+    let mut y = vec![T::f(0.0); x.len()];
+    let rpt = rows_per_task(s, rows);
+    map_blocks(&mut y, rpt * s, |bi, yb| {
+        for (r, yr) in yb.chunks_mut(s).enumerate() {
+            let row = bi * rpt + r;
+            let valid = ((row % t) + offset + 1).min(s);
+            let xr = &x[row * s..row * s + valid];
+            let m = xr.iter().fold(T::neg_infinity(), |a, &b| a.max(b)) * scale;
+            let m = if m.is_finite() { m } else { T::f(0.0) };
+            let mut sum = T::f(0.0);
+            for (o, &v) in yr[..valid].iter_mut().zip(xr) {
+                let e = (v * scale - m).exp();
+                *o = e;
+                sum = sum + e;
+            }
+            let inv = T::f(1.0) / sum;
+            yr[..valid].iter_mut().for_each(|o| *o = *o * inv);
+        }
+    });
+    y
+}
+
+/// Backward of [`causal_softmax`]: `dx = scale·y·(g - Σ g·y)` on the visible keys, 0 elsewhere.
+fn causal_softmax_bwd<T: Real>(
+    g: &[T],
+    y: &[T],
+    t: usize,
+    s: usize,
+    scale: T,
+    offset: usize,
+) -> Vec<T> {
+    let rows = y.len() / s;
+    let mut dx = vec![T::f(0.0); y.len()];
+    let rpt = rows_per_task(s, rows);
+    map_blocks(&mut dx, rpt * s, |bi, db| {
+        for (r, dr) in db.chunks_mut(s).enumerate() {
+            let row = bi * rpt + r;
+            let valid = ((row % t) + offset + 1).min(s);
+            let (gr, yr) = (&g[row * s..row * s + valid], &y[row * s..row * s + valid]);
+            let dot: T = gr.iter().zip(yr).map(|(&a, &b)| a * b).sum();
+            for ((o, &gv), &yv) in dr[..valid].iter_mut().zip(gr).zip(yr) {
+                *o = scale * yv * (gv - dot);
+            }
+        }
+    });
+    dx
+}
+
+fn causal_softmax_typed<T: Real>(scores: &Tensor, scale: f64, offset: usize) -> Result<Tensor> {
+    let r = scores.rank();
+    let (t, s) = (scores.dims()[r - 2], scores.dims()[r - 1]);
+    let sc = T::f(scale);
+    let y = with_slice::<T, _>(scores, |xs| causal_softmax_fwd(xs, t, s, sc, offset))?;
+    let shape = scores.shape().clone();
+    let out = Tensor::from_vec(y, shape.clone())?;
+    let yd = out.detach();
+    Ok(out.record("CausalSoftmaxBackward", &[scores], move || {
+        Box::new(move |g: &Tensor| {
+            let gv = g.contiguous()?.to_vec::<T>()?;
+            let dx = with_slice::<T, _>(&yd, |ys| causal_softmax_bwd(&gv, ys, t, s, sc, offset))?;
+            Ok(vec![Some(Tensor::from_vec(dx, shape.clone())?)])
+        })
+    }))
+}
+
+/// `softmax(scale · scores)` over the last dim with the causal mask applied, in one fused pass:
+/// for `scores: [.., T, S]`, query `i` attends to keys `0..=i + offset` (`offset = 0` is
+/// PyTorch's top-left `is_causal`; `offset = S - T` aligns the queries with the last keys, as
+/// when new queries attend to a KV cache). Masked entries come out exactly 0.
+///
+/// Why fused: the unfused form materialises the scaled scores, the mask, its negation and the
+/// masked scores, four `[.., T, S]` tensors per layer kept alive for backward; this keeps only
+/// the probabilities, and its backward never touches the masked half.
+#[track_caller]
+pub fn causal_softmax(scores: &Tensor, scale: f64, offset: usize) -> Result<Tensor> {
+    const OP: &str = "causal_softmax";
+    scores.check_float(OP)?;
+    if scores.rank() < 2 {
+        return Err(Error::shape(
+            OP,
+            format!("scores must be [.., T, S], got {}", scores.shape()),
+        ));
+    }
+    if scores.numel() == 0 {
+        return Ok(scores.clone());
+    }
+    match scores.dtype() {
+        DType::F32 => causal_softmax_typed::<f32>(scores, scale, offset),
+        DType::F64 => causal_softmax_typed::<f64>(scores, scale, offset),
+        dt => {
+            causal_softmax_typed::<f32>(&scores.to_dtype(DType::F32)?, scale, offset)?.to_dtype(dt)
+        }
+    }
+}
 
 /// Turn a mask into an additive float mask: bool `true` = attend (sdpa convention) becomes 0,
 /// `false` becomes -inf; float masks are added as they are.
@@ -35,9 +135,12 @@ fn attention_probs(
     is_causal: bool,
 ) -> Result<Tensor> {
     let e = q.dims()[q.rank() - 1];
-    let mut s = q
-        .matmul(&k.transpose(-2, -1)?)?
-        .mul_scalar(1.0 / (e as f64).sqrt())?;
+    let scale = 1.0 / (e as f64).sqrt();
+    if is_causal && mask.is_none() {
+        let p = causal_softmax(&q.matmul(&k.transpose(-2, -1)?)?, scale, 0)?;
+        return functional::dropout(&p, dropout_p, dropout_p > 0.0);
+    }
+    let mut s = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(scale)?;
     if is_causal {
         let (l, sl) = (q.dims()[q.rank() - 2], k.dims()[k.rank() - 2]);
         let keep = Tensor::tri_mask(l, sl, 0, true)?;

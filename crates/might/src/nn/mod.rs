@@ -31,6 +31,8 @@ mod activation;
 mod attention;
 mod conv;
 pub mod functional;
+pub mod generate;
+mod gpt;
 pub mod init;
 mod kernels;
 mod layers;
@@ -38,7 +40,7 @@ mod loss;
 mod norm;
 
 pub use activation::{LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
-pub use attention::{scaled_dot_product_attention, MhaConfig, MultiheadAttention};
+pub use attention::{causal_softmax, scaled_dot_product_attention, MhaConfig, MultiheadAttention};
 pub use conv::{
     AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, MaxPool2d,
 };
@@ -46,6 +48,7 @@ pub use functional::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
     CrossEntropyOptions, Reduction,
 };
+pub use gpt::{Gpt, GptConfig, KvCache};
 pub use layers::{Dropout, Embedding, Flatten, Identity, Linear};
 pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm};
 

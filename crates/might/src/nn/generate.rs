@@ -1,0 +1,163 @@
+//! Autoregressive sampling from a [`Gpt`]: temperature, top-k and top-p (nucleus) filtering,
+//! a seeded [`Generator`] and a KV cache, so that producing `n` tokens costs `n` one-position
+//! forwards instead of `n` full-context ones.
+
+use super::Gpt;
+use crate::{Error, Generator, Result, Tensor};
+
+/// How the next token is drawn from the logits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleConfig {
+    /// Logits are divided by this; 0 means greedy (always the most likely token).
+    pub temperature: f64,
+    /// Keep only the `k` most likely tokens.
+    pub top_k: Option<usize>,
+    /// Keep the smallest set of most likely tokens whose probability reaches `p`.
+    pub top_p: Option<f64>,
+}
+
+impl Default for SampleConfig {
+    fn default() -> Self {
+        SampleConfig {
+            temperature: 1.0,
+            top_k: None,
+            top_p: None,
+        }
+    }
+}
+
+impl SampleConfig {
+    #[track_caller]
+    pub fn validate(&self) -> Result<()> {
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(Error::invalid(
+                "sample",
+                format!(
+                    "temperature must be finite and >= 0, got {}",
+                    self.temperature
+                ),
+            ));
+        }
+        if self.top_k == Some(0) {
+            return Err(Error::invalid("sample", "top_k must be at least 1"));
+        }
+        if let Some(p) = self.top_p {
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(Error::invalid(
+                    "sample",
+                    format!("top_p must be in (0, 1], got {p}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Draw one token index from a row of logits.
+///
+/// Order as in the usual recipe: temperature scaling, then top-k, then top-p over the
+/// renormalised survivors, then one draw from `gen`. NaN logits count as impossible.
+#[track_caller]
+pub fn sample_logits(logits: &[f32], cfg: &SampleConfig, gen: &mut Generator) -> Result<usize> {
+    cfg.validate()?;
+    if logits.is_empty() {
+        return Err(Error::invalid("sample", "empty logits"));
+    }
+    let score = |i: usize| {
+        let v = logits[i] as f64;
+        if v.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            v
+        }
+    };
+    // candidates sorted by logit, most likely first (stable, so ties keep index order)
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
+    if cfg.temperature == 0.0 {
+        return Ok(order[0]);
+    }
+    if let Some(k) = cfg.top_k {
+        order.truncate(k.min(order.len()));
+    }
+    let m = score(order[0]);
+    if m == f64::NEG_INFINITY {
+        return Err(Error::invalid("sample", "every logit is -inf or NaN"));
+    }
+    let mut probs: Vec<f64> = order
+        .iter()
+        .map(|&i| ((score(i) - m) / cfg.temperature).exp())
+        .collect();
+    let total: f64 = probs.iter().sum();
+    probs.iter_mut().for_each(|p| *p /= total);
+    if let Some(p) = cfg.top_p {
+        let mut acc = 0.0;
+        let mut keep = probs.len();
+        for (j, &q) in probs.iter().enumerate() {
+            acc += q;
+            if acc >= p {
+                keep = j + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+        order.truncate(keep);
+    }
+    let total: f64 = probs.iter().sum();
+    let mut u = gen.next_f64() * total;
+    for (j, &q) in probs.iter().enumerate() {
+        if u < q {
+            return Ok(order[j]);
+        }
+        u -= q;
+    }
+    Ok(order[probs.len() - 1])
+}
+
+/// Continue `prompt` (token ids, at least one) by `max_new_tokens` sampled tokens; returns
+/// only the new ones. Runs in evaluation mode without gradients, with a [`super::KvCache`].
+/// When the context reaches `block_size`, the cache is rebuilt from the last
+/// `block_size / 2` tokens (positions restart at 0), which keeps generation amortised linear
+/// at the cost of a shorter context right after each rebuild.
+#[track_caller]
+pub fn generate(
+    model: &Gpt,
+    prompt: &[i64],
+    max_new_tokens: usize,
+    cfg: &SampleConfig,
+    gen: &mut Generator,
+) -> Result<Vec<i64>> {
+    cfg.validate()?;
+    let v = model.config.vocab_size as i64;
+    if prompt.is_empty() || prompt.iter().any(|&t| t < 0 || t >= v) {
+        return Err(Error::invalid(
+            "generate",
+            format!("prompt must be non-empty token ids in 0..{v}"),
+        ));
+    }
+    let _g = crate::no_grad();
+    let block = model.config.block_size;
+    let mut cache = model.new_cache(1)?;
+    let mut all: Vec<i64> = prompt.to_vec();
+    let mut out = Vec::with_capacity(max_new_tokens);
+    // tokens not yet in the cache
+    let start = all.len().saturating_sub(block);
+    let mut pending: Vec<i64> = all[start..].to_vec();
+    for _ in 0..max_new_tokens {
+        if cache.len() + pending.len() > block {
+            cache.clear();
+            let keep = (block / 2).max(1);
+            pending = all[all.len() - keep..].to_vec();
+        }
+        let n = pending.len();
+        let idx = Tensor::from_vec(std::mem::take(&mut pending), [1, n])?;
+        let logits = model.forward_cached(&idx, &mut cache)?;
+        let last = logits.select(1, (n - 1) as isize)?.reshape([v as usize])?;
+        let row = last.to_dtype(crate::DType::F32)?.to_vec::<f32>()?;
+        let tok = sample_logits(&row, cfg, gen)? as i64;
+        all.push(tok);
+        out.push(tok);
+        pending.push(tok);
+    }
+    Ok(out)
+}
