@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use might::io::checkpoint as io;
-use might::{Error, Result, Tensor};
+use might::optim::OptimizerState;
+use might::{Result, Tensor};
 
 #[derive(Default)]
 pub struct Checkpoint {
     pub model: Vec<(String, Tensor)>,
-    pub optim_tensors: Vec<(String, Tensor)>,
-    pub optim_scalars: Vec<(String, f64)>,
+    pub optimizer: OptimizerState,
     pub epoch: u64,
     pub step: u64,
     pub rng: [u64; 4],
@@ -22,10 +22,7 @@ pub struct Checkpoint {
 pub fn save(path: &Path, ck: &Checkpoint) -> Result<()> {
     let c = io::Checkpoint {
         model: ck.model.clone(),
-        optimizer: io::OptimizerState {
-            tensors: ck.optim_tensors.clone(),
-            scalars: ck.optim_scalars.clone(),
-        },
+        optimizer: ck.optimizer.clone(),
         step: ck.step,
         epoch: ck.epoch,
         rng: ck.rng,
@@ -44,45 +41,10 @@ pub fn load(path: &Path) -> Result<Checkpoint> {
     })?;
     Ok(Checkpoint {
         model: c.model,
-        optim_tensors: c.optimizer.tensors,
-        optim_scalars: c.optimizer.scalars,
+        optimizer: c.optimizer,
         epoch: c.epoch,
         step: c.step,
         rng: c.rng,
         meta: c.extra.into_iter().collect(),
     })
-}
-
-/// Copy checkpoint tensors into the model's tensors (names and shapes must match exactly).
-pub fn load_into(state: &[(String, Tensor)], saved: &[(String, Tensor)]) -> Result<()> {
-    let _g = might::no_grad();
-    for (name, t) in state {
-        let s = saved
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v)
-            .ok_or_else(|| Error::format("load_checkpoint", format!("checkpoint has no {name}")))?;
-        if s.dims() != t.dims() {
-            return Err(Error::shape(
-                "load_checkpoint",
-                format!(
-                    "{name}: checkpoint has {} but the model has {}",
-                    s.shape(),
-                    t.shape()
-                ),
-            ));
-        }
-        t.copy_(s)?;
-    }
-    if saved.len() != state.len() {
-        return Err(Error::format(
-            "load_checkpoint",
-            format!(
-                "checkpoint has {} tensors but the model has {} (different model?)",
-                saved.len(),
-                state.len()
-            ),
-        ));
-    }
-    Ok(())
 }

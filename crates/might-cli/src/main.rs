@@ -10,7 +10,6 @@ mod data;
 mod gpt;
 mod inspect;
 mod net;
-mod opt;
 mod plot;
 mod train;
 
@@ -72,6 +71,13 @@ pub enum OptimizerName {
     Adamw,
 }
 
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ScheduleName {
+    Constant,
+    Onecycle,
+    Cosine,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct TrainArgs {
     /// Which dataset to train on (`might train gpt --help` for the text model).
@@ -84,11 +90,16 @@ pub struct TrainArgs {
     pub epochs: u64,
     #[arg(long, default_value_t = 64)]
     pub batch_size: usize,
-    /// Learning rate (default: 0.01 for sgd, 0.001 for adam/adamw).
+    /// Learning rate, the peak one with a schedule (default: sgd 0.01 for mlp / 0.05 for cnn,
+    /// adam/adamw 0.001 for mlp / 0.003 for cnn).
     #[arg(long)]
     pub lr: Option<f64>,
-    #[arg(long, value_enum, default_value = "sgd")]
-    pub optimizer: OptimizerName,
+    /// Optimizer (default: sgd for mlp, adam for cnn).
+    #[arg(long, value_enum)]
+    pub optimizer: Option<OptimizerName>,
+    /// Learning-rate schedule over the run (default: constant for mlp, onecycle for cnn).
+    #[arg(long, value_enum)]
+    pub schedule: Option<ScheduleName>,
     /// SGD momentum.
     #[arg(long, default_value_t = 0.9)]
     pub momentum: f64,

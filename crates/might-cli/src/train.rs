@@ -8,13 +8,17 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use might::data::{DataLoader, Dataset};
+use might::io::state_dict::load_state_dict;
+use might::nn::Module;
+use might::optim::{
+    Adam, AdamConfig, AdamW, OneCycleLR, Optimizer, Scheduler, Sgd, SgdConfig, WarmupCosine,
+};
 use might::Tensor;
 
 use crate::ckpt::{self, Checkpoint};
-use crate::net::{correct, cross_entropy, Net};
-use crate::opt::{Adam, Optim, Sgd};
+use crate::net::{correct, cross_entropy};
 use crate::plot::{self, Row};
-use crate::{data, DatasetName, ModelName, OptimizerName, TrainArgs};
+use crate::{data, DatasetName, ModelName, OptimizerName, ScheduleName, TrainArgs};
 
 /// A user-facing error: printed as one line, exit code 1.
 #[derive(Debug)]
@@ -39,10 +43,10 @@ impl From<std::io::Error> for CliError {
 type Res<T> = Result<T, CliError>;
 
 /// Build the model for `kind` on inputs of shape `chw` with `classes` outputs.
-pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<dyn Net>> {
+pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<dyn Module>> {
     let inputs = chw.iter().product();
     match kind {
-        ModelName::Mlp => Ok(Box::new(crate::net::Mlp::new(inputs, 128, classes)?)),
+        ModelName::Mlp => Ok(Box::new(crate::net::mlp(inputs, 128, classes))),
         ModelName::Cnn => crate::net::cnn(chw, classes),
     }
 }
@@ -64,7 +68,7 @@ pub(crate) fn peak_rss_mb() -> f64 {
 }
 
 /// Mean loss and accuracy of `model` over `ds`.
-fn evaluate(model: &mut dyn Net, ds: Arc<dyn Dataset>) -> Res<(f64, f64)> {
+fn evaluate(model: &mut dyn Module, ds: Arc<dyn Dataset>) -> Res<(f64, f64)> {
     model.train(false);
     let _g = might::no_grad();
     let loader = DataLoader::new(ds.clone(), 1000, false, false, 0);
@@ -82,26 +86,68 @@ fn evaluate(model: &mut dyn Net, ds: Arc<dyn Dataset>) -> Res<(f64, f64)> {
     Ok((loss_sum / n, right as f64 / n))
 }
 
-fn make_optimizer(args: &TrainArgs, params: Vec<Tensor>) -> Res<Box<dyn Optim>> {
-    Ok(match args.optimizer {
+/// The optimizer the run uses: `--optimizer`, else SGD for the MLP (the classic experiment)
+/// and Adam for the CNNs.
+fn optimizer_name(args: &TrainArgs) -> OptimizerName {
+    args.optimizer.unwrap_or(match args.model {
+        ModelName::Mlp => OptimizerName::Sgd,
+        ModelName::Cnn => OptimizerName::Adam,
+    })
+}
+
+fn make_optimizer(args: &TrainArgs, params: Vec<Tensor>) -> Res<Box<dyn Optimizer>> {
+    let cnn = args.model == ModelName::Cnn;
+    Ok(match optimizer_name(args) {
         OptimizerName::Sgd => Box::new(Sgd::new(
             params,
-            args.lr.unwrap_or(0.01),
-            args.momentum,
-            args.weight_decay.unwrap_or(0.0),
-        )),
+            SgdConfig {
+                lr: args.lr.unwrap_or(if cnn { 0.05 } else { 0.01 }),
+                momentum: args.momentum,
+                weight_decay: args.weight_decay.unwrap_or(0.0),
+                ..Default::default()
+            },
+        )?),
         OptimizerName::Adam => Box::new(Adam::new(
             params,
-            args.lr.unwrap_or(1e-3),
-            args.weight_decay.unwrap_or(0.0),
-            false,
+            AdamConfig {
+                lr: args.lr.unwrap_or(if cnn { 3e-3 } else { 1e-3 }),
+                weight_decay: args.weight_decay.unwrap_or(0.0),
+                ..Default::default()
+            },
         )?),
-        OptimizerName::Adamw => Box::new(Adam::new(
+        OptimizerName::Adamw => Box::new(AdamW::new(
             params,
-            args.lr.unwrap_or(1e-3),
-            args.weight_decay.unwrap_or(0.01),
-            true,
+            AdamConfig {
+                lr: args.lr.unwrap_or(if cnn { 3e-3 } else { 1e-3 }),
+                weight_decay: args.weight_decay.unwrap_or(0.01),
+                ..AdamConfig::adamw()
+            },
         )?),
+    })
+}
+
+/// The learning-rate schedule over the whole run (`total` steps): `--schedule`, else constant
+/// for the MLP and one-cycle for the CNNs. `None` keeps the optimizer's lr.
+fn make_schedule(args: &TrainArgs, base_lr: f64, total: usize) -> Res<Option<Scheduler>> {
+    let name = args.schedule.unwrap_or(match args.model {
+        ModelName::Mlp => ScheduleName::Constant,
+        ModelName::Cnn => ScheduleName::Onecycle,
+    });
+    let total = total.max(2);
+    Ok(match name {
+        ScheduleName::Constant => None,
+        // warm up over the first quarter (at least one step), then anneal to ~0
+        ScheduleName::Onecycle => {
+            let pct = (1.5 / total as f64).clamp(0.25, 0.75);
+            Some(Scheduler::new(
+                base_lr,
+                OneCycleLR::with_options(total, pct, 25.0, 1e3)?,
+            ))
+        }
+        ScheduleName::Cosine => Some(Scheduler::new(
+            base_lr,
+            WarmupCosine::new((total / 20).min(total - 1), total, 0.0)?,
+        )),
     })
 }
 
@@ -183,6 +229,9 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     might::manual_seed(args.seed);
     let mut model = build_model(args.model, loaded.chw, loaded.classes.len())?;
     let mut opt = make_optimizer(args, model.parameters())?;
+    let loader = DataLoader::new(train_ds.clone(), args.batch_size, true, false, args.seed);
+    let steps = loader.len() as u64;
+    let mut sched = make_schedule(args, opt.lr(), (args.epochs * steps) as usize)?;
     let mut start_epoch = 0;
     let mut rows: Vec<Row> = Vec::new();
     if let Some(rdir) = &args.resume {
@@ -200,8 +249,8 @@ pub fn train(args: &TrainArgs) -> Res<()> {
                 args.model.as_str()
             )));
         }
-        ckpt::load_into(&model.state_dict(), &ck.model)?;
-        opt.load_state(&ck.optim_tensors, &ck.optim_scalars)?;
+        load_state_dict(model.as_ref(), &ck.model, true)?;
+        opt.load_state_dict(&ck.optimizer)?;
         might::tensor::random::set_global_state(ck.rng);
         start_epoch = ck.epoch;
         if let Ok(text) = std::fs::read_to_string(rdir.join("metrics.csv")) {
@@ -214,9 +263,11 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         eprintln!("resuming from {} (epoch {start_epoch})", path.display());
     }
 
-    let loader = DataLoader::new(train_ds.clone(), args.batch_size, true, false, args.seed);
     loader.set_epoch(start_epoch);
-    let steps = loader.len() as u64;
+    if let Some(s) = sched.as_mut() {
+        s.set_step((start_epoch * steps) as usize);
+        s.apply(opt.as_mut());
+    }
     eprintln!(
         "training {} on {} ({} train / {} test samples, {} parameters, {threads} threads)",
         args.model.as_str(),
@@ -245,6 +296,9 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             opt.zero_grad();
             loss.backward()?;
             opt.step()?;
+            if let Some(s) = sched.as_mut() {
+                s.step(opt.as_mut());
+            }
             let b = y.dims()[0];
             let l = loss.item()?;
             if !l.is_finite() {
@@ -309,11 +363,9 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         meta.insert("classes".to_string(), loaded.classes.join("|"));
         meta.insert("mean".to_string(), join_f32(&loaded.mean));
         meta.insert("std".to_string(), join_f32(&loaded.std));
-        let (ot, os) = opt.state();
         let ck = Checkpoint {
             model: model.state_dict(),
-            optim_tensors: ot,
-            optim_scalars: os,
+            optimizer: opt.state_dict(),
             epoch: epoch + 1,
             step: (epoch + 1) * steps,
             rng: might::tensor::random::global_state(),
@@ -356,7 +408,7 @@ fn join_f32(v: &[f32]) -> String {
 }
 
 /// Model, dataset name, input shape and classes stored in a checkpoint.
-fn restore(path: &Path) -> Res<(Box<dyn Net>, DatasetName, Checkpoint)> {
+fn restore(path: &Path) -> Res<(Box<dyn Module>, DatasetName, Checkpoint)> {
     let ck = ckpt::load(path)?;
     let get = |k: &str| {
         ck.meta
@@ -383,7 +435,7 @@ fn restore(path: &Path) -> Res<(Box<dyn Net>, DatasetName, Checkpoint)> {
         .map_err(|_| CliError("bad chw in checkpoint".into()))?;
     let classes = get("classes")?.split('|').count();
     let mut net = build_model(model, chw, classes)?;
-    ckpt::load_into(&net.state_dict(), &ck.model)?;
+    load_state_dict(net.as_ref(), &ck.model, true)?;
     net.train(false);
     Ok((net, ds, ck))
 }

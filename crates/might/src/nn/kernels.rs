@@ -174,3 +174,109 @@ pub(crate) fn layer_norm_bwd<T: Real>(
     }
     (dx, dw, db)
 }
+
+/// Training-mode BatchNorm statistics of `x` (`[N, C, S]` dense, `S` the flattened spatial
+/// dims): per-channel mean and biased variance, accumulated in f64 (two passes, so a large
+/// mean does not cancel the variance).
+pub(crate) fn batch_norm_stats<T: Real>(x: &[T], c: usize, s: usize) -> (Vec<f64>, Vec<f64>) {
+    let n = x.len() / (c * s).max(1);
+    let count = (n * s).max(1) as f64;
+    let chan = |ch: usize| {
+        let planes = || (0..n).map(move |i| &x[(i * c + ch) * s..(i * c + ch + 1) * s]);
+        let mean = planes().flat_map(|p| p.iter()).map(|v| v.d()).sum::<f64>() / count;
+        let var = planes()
+            .flat_map(|p| p.iter())
+            .map(|v| {
+                let d = v.d() - mean;
+                d * d
+            })
+            .sum::<f64>()
+            / count;
+        (mean, var)
+    };
+    let st: Vec<(f64, f64)> = if threads::parallel(x.len()) {
+        threads::install(|| (0..c).into_par_iter().map(chan).collect())
+    } else {
+        (0..c).map(chan).collect()
+    };
+    st.into_iter().unzip()
+}
+
+/// `y = x·scale[ch] + shift[ch]` over `[N, C, S]` planes.
+pub(crate) fn channel_affine<T: Real>(x: &[T], scale: &[T], shift: &[T], s: usize) -> Vec<T> {
+    let c = scale.len();
+    let mut y = vec![T::f(0.0); x.len()];
+    let s = s.max(1);
+    let ppt = rows_per_task(s, x.len() / s);
+    map_blocks(&mut y, ppt * s, |bi, yb| {
+        for (k, yp) in yb.chunks_mut(s).enumerate() {
+            let plane = bi * ppt + k;
+            let (a, b) = (scale[plane % c], shift[plane % c]);
+            for (d, &v) in yp.iter_mut().zip(&x[plane * s..]) {
+                *d = v * a + b;
+            }
+        }
+    });
+    y
+}
+
+/// Training-mode BatchNorm backward over `[N, C, S]`: `(dx, dw, db)` from the output grad `g`,
+/// the input `x`, the batch `mean`/`rstd` and the scale `w` (1 when absent).
+///
+/// With `x̂ = (x - μ)·rstd` and `M = N·S`: `db = Σ g`, `dw = Σ g·x̂`,
+/// `dx = w·rstd·(g - db/M - x̂·dw/M)`.
+pub(crate) fn batch_norm_bwd<T: Real>(
+    g: &[T],
+    x: &[T],
+    w: Option<&[T]>,
+    mean: &[f64],
+    rstd: &[f64],
+    s: usize,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let c = mean.len();
+    let n = x.len() / (c * s).max(1);
+    let count = (n * s).max(1) as f64;
+    let chan = |ch: usize| {
+        let (m, rs) = (mean[ch], rstd[ch]);
+        let (mut sg, mut sgx) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            let r = (i * c + ch) * s..(i * c + ch + 1) * s;
+            // f32 partial sums per plane (vectorisable), f64 across planes
+            let (mut a, mut b) = (T::f(0.0), T::f(0.0));
+            let (mt, rst) = (T::f(m), T::f(rs));
+            for (&gv, &xv) in g[r.clone()].iter().zip(&x[r]) {
+                a = a + gv;
+                b = b + gv * (xv - mt) * rst;
+            }
+            sg += a.d();
+            sgx += b.d();
+        }
+        (sg, sgx)
+    };
+    let sums: Vec<(f64, f64)> = if threads::parallel(x.len()) {
+        threads::install(|| (0..c).into_par_iter().map(chan).collect())
+    } else {
+        (0..c).map(chan).collect()
+    };
+    let mut dx = vec![T::f(0.0); x.len()];
+    let s = s.max(1);
+    let ppt = rows_per_task(s, x.len() / s);
+    map_blocks(&mut dx, ppt * s, |bi, db| {
+        for (k, dp) in db.chunks_mut(s).enumerate() {
+            let plane = bi * ppt + k;
+            let ch = plane % c;
+            let (sg, sgx) = sums[ch];
+            let k = w.map_or(1.0, |w| w[ch].d()) * rstd[ch];
+            let (kt, mt, rst) = (T::f(k), T::f(mean[ch]), T::f(rstd[ch]));
+            let (mg, mgx) = (T::f(sg / count), T::f(sgx / count));
+            let base = plane * s;
+            for (j, d) in dp.iter_mut().enumerate() {
+                let xh = (x[base + j] - mt) * rst;
+                *d = kt * (g[base + j] - mg - xh * mgx);
+            }
+        }
+    });
+    let dw = sums.iter().map(|&(_, b)| T::f(b)).collect();
+    let db = sums.iter().map(|&(a, _)| T::f(a)).collect();
+    (dx, dw, db)
+}

@@ -461,19 +461,24 @@ fn conv2d_batched(
     Ok(y.record("ConvolutionBackward", &inputs, move || {
         Box::new(move |g| {
             let g = g.contiguous()?;
-            let (gx, gw) = {
+            let (gx, gw, gb) = {
                 let (sx, sw, sg) = (xc.storage(), wc.storage(), g.storage());
                 macro_rules! back {
                     ($variant:ident, $xv:expr, $wv:expr, $gv:expr) => {{
-                        let (gx, gw) = k::conv2d_backward(
+                        let (gx, gw, gb) = k::conv2d_backward(
                             dense!($xv, xc),
                             dense!($wv, wc),
                             dense!($gv, g),
                             &geom,
                             need_x,
                             need_w,
+                            need_b,
                         );
-                        (gx.map(S::$variant), gw.map(S::$variant))
+                        (
+                            gx.map(S::$variant),
+                            gw.map(S::$variant),
+                            gb.map(S::$variant),
+                        )
                     }};
                 }
                 match (sx.cpu(), sw.cpu(), sg.cpu()) {
@@ -492,11 +497,7 @@ fn conv2d_batched(
                 gw.map(|s| Tensor::from_cpu(s, wc.shape())),
             ];
             if has_bias {
-                grads.push(if need_b {
-                    Some(g.sum_dims(&[0, 2, 3], false)?)
-                } else {
-                    None
-                });
+                grads.push(gb.map(|s| Tensor::from_cpu(s, [geom.o])));
             }
             Ok(grads)
         })

@@ -20,9 +20,58 @@ use rayon::prelude::*;
 use std::ops::AddAssign;
 
 /// Float types the conv/pool kernels run on (f32, f64).
-pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug {}
-impl ConvFloat for f32 {}
-impl ConvFloat for f64 {}
+pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug {
+    /// Run `f` on a per-thread scratch buffer of `len` elements (contents unspecified). Reusing
+    /// it saves a fresh multi-megabyte allocation per conv call, which glibc serves with
+    /// `mmap` and pays for again in page faults and zeroing.
+    fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+}
+
+macro_rules! conv_float {
+    ($t:ty) => {
+        impl ConvFloat for $t {
+            fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R {
+                thread_local! {
+                    static BUF: std::cell::RefCell<Vec<$t>> = const { std::cell::RefCell::new(Vec::new()) };
+                }
+                BUF.with(|b| match b.try_borrow_mut() {
+                    Ok(mut v) => {
+                        if v.len() < len {
+                            // Free a block of this size first: glibc serves large blocks with
+                            // mmap until one is freed, then raises its mmap threshold to that
+                            // size. A scratch buffer that is never freed would otherwise leave
+                            // every conv output of the same size to fresh (faulting) pages.
+                            let probe = Vec::<$t>::with_capacity(len);
+                            drop(std::hint::black_box(probe));
+                            *v = vec![0.0; len];
+                        }
+                        f(&mut v[..len])
+                    }
+                    // re-entered on this thread (never in practice): use a fresh buffer
+                    Err(_) => f(&mut vec![0.0; len]),
+                })
+            }
+        }
+    };
+}
+conv_float!(f32);
+conv_float!(f64);
+
+/// Sum of a slice with eight independent accumulators, so the adds vectorise.
+fn sum8<T: ConvFloat>(v: &[T]) -> T {
+    let mut acc = [T::zero(); 8];
+    let mut it = v.chunks_exact(8);
+    for c in &mut it {
+        for (a, &x) in acc.iter_mut().zip(c) {
+            *a += x;
+        }
+    }
+    let mut s = T::zero();
+    for &x in it.remainder() {
+        s += x;
+    }
+    acc.iter().fold(s, |a, &b| a + b)
+}
 
 /// Multiply-adds below which a conv stays on the calling thread.
 const CONV_PAR_WORK: usize = 1 << 16;
@@ -163,17 +212,18 @@ fn gemm_into<T: ConvFloat>(
     }
 }
 
-/// Unroll the patches of one group of one sample (`x`: `[C/groups, H, W]`) into `col`
-/// (`[C/groups * kh * kw, OH * OW]`), zeros where a patch reads padding.
-fn im2col<T: ConvFloat>(x: &[T], g: &ConvGeom, col: &mut [T]) {
+/// Unroll the patches of one group of one sample (`x`: `[C/groups, H, W]`) into the columns
+/// `0..OH * OW` of the `C/groups * kh * kw` rows of `col`, row `r` starting at `r * ld`; zeros
+/// where a patch reads padding. `ld > OH * OW` lets several samples share one column matrix.
+fn im2col<T: ConvFloat>(x: &[T], g: &ConvGeom, col: &mut [T], ld: usize) {
     let (p, hw) = (g.p(), g.hw());
     let ([sh, sw], [ph, pw], [dh, dw]) = (g.stride, g.padding, g.dilation);
-    let mut rows = col.chunks_exact_mut(p);
+    let mut rows = col.chunks_mut(ld);
     for plane in x.chunks_exact(hw).take(g.cg()) {
         for ki in 0..g.kh {
             let (y_lo, y_hi) = valid_range(g.oh, g.h, sh, ph, ki * dh);
             for kj in 0..g.kw {
-                let row = rows.next().expect("im2col: column buffer too small");
+                let row = &mut rows.next().expect("im2col: column buffer too small")[..p];
                 let (x_lo, x_hi) = valid_range(g.ow, g.w, sw, pw, kj * dw);
                 row[..y_lo * g.ow].fill(T::zero());
                 row[y_hi * g.ow..].fill(T::zero());
@@ -202,17 +252,17 @@ fn im2col<T: ConvFloat>(x: &[T], g: &ConvGeom, col: &mut [T]) {
     }
 }
 
-/// The adjoint of [`im2col`]: add every entry of `col` back into the input position it was read
-/// from (`gx`: `[C/groups, H, W]`, accumulated into).
-fn col2im<T: ConvFloat>(col: &[T], g: &ConvGeom, gx: &mut [T]) {
+/// The adjoint of [`im2col`]: add every entry of `col` (row `r` at `r * ld`) back into the
+/// input position it was read from (`gx`: `[C/groups, H, W]`, accumulated into).
+fn col2im<T: ConvFloat>(col: &[T], g: &ConvGeom, gx: &mut [T], ld: usize) {
     let (p, hw) = (g.p(), g.hw());
     let ([sh, sw], [ph, pw], [dh, dw]) = (g.stride, g.padding, g.dilation);
-    let mut rows = col.chunks_exact(p);
+    let mut rows = col.chunks(ld);
     for plane in gx.chunks_exact_mut(hw).take(g.cg()) {
         for ki in 0..g.kh {
             let (y_lo, y_hi) = valid_range(g.oh, g.h, sh, ph, ki * dh);
             for kj in 0..g.kw {
-                let row = rows.next().expect("col2im: column buffer too small");
+                let row = &rows.next().expect("col2im: column buffer too small")[..p];
                 let (x_lo, x_hi) = valid_range(g.ow, g.w, sw, pw, kj * dw);
                 if x_lo == x_hi {
                     continue;
@@ -237,6 +287,11 @@ fn col2im<T: ConvFloat>(col: &[T], g: &ConvGeom, gx: &mut [T]) {
     }
 }
 
+/// Elements of column matrix worth unrolling at once: a GEMM over fewer than a few hundred
+/// columns is dominated by its packing overhead, one over a buffer much larger than the L2
+/// cache pays for the trip to memory.
+const COL_TARGET: usize = 1 << 15;
+
 /// How many samples each parallel task takes (the whole batch when one thread is enough).
 fn samples_per_task(g: &ConvGeom) -> usize {
     let nt = threads::get_num_threads();
@@ -247,10 +302,20 @@ fn samples_per_task(g: &ConvGeom) -> usize {
     }
 }
 
+/// How many samples of a run of `run` share one column matrix `[klen, chunk * OH * OW]`, so
+/// that tiny per-sample GEMMs (MNIST-sized planes, few channels) become one larger GEMM.
+fn chunk_samples(g: &ConvGeom, run: usize) -> usize {
+    (COL_TARGET / (g.klen() * g.p()).max(1)).clamp(1, run.max(1))
+}
+
 /// conv2d forward. `x`: `[N, C, H, W]`, `w`: `[O, C/groups, kh, kw]`, `bias`: `[O]`, all dense.
 /// Returns the dense `[N, O, OH, OW]` output.
+///
+/// Each task unrolls a chunk of samples into one column matrix `[klen, chunk * P]` and runs a
+/// single GEMM per group, then copies the `[O/groups, chunk * P]` product into the NCHW output
+/// adding the bias on the way. A chunk of one sample multiplies straight into the output.
 pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
-    let (p, klen, og, chw) = (g.p(), g.klen(), g.og(), g.c * g.hw());
+    let (p, klen, og, chw, cghw) = (g.p(), g.klen(), g.og(), g.c * g.hw(), g.cg() * g.hw());
     assert!(
         x.len() == g.n * chw && w.len() == g.o * klen,
         "conv2d: buffer sizes"
@@ -261,38 +326,53 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
     }
     // One run of samples: `xs` holds its inputs, `os` its outputs.
     let run = |xs: &[T], os: &mut [T]| {
-        let mut col = if g.pointwise() {
-            Vec::new()
-        } else {
-            vec![T::zero(); klen * p]
-        };
-        for (xn, on) in xs.chunks_exact(chw).zip(os.chunks_exact_mut(g.o * p)) {
-            if let Some(b) = bias {
-                for (row, &bv) in on.chunks_exact_mut(p).zip(b) {
-                    row.fill(bv);
+        let cnt = xs.len() / chw.max(1);
+        let nb = chunk_samples(g, cnt);
+        let direct = g.pointwise() && nb == 1;
+        let col_len = if direct { 0 } else { klen * nb * p };
+        let tmp_len = if nb > 1 { og * nb * p } else { 0 };
+        T::with_scratch(col_len + tmp_len, |buf| {
+            let (col, tmp) = buf.split_at_mut(col_len);
+            for s0 in (0..cnt).step_by(nb) {
+                let m = nb.min(cnt - s0);
+                let ld = m * p;
+                let xc = &xs[s0 * chw..(s0 + m) * chw];
+                let oc = &mut os[s0 * g.o * p..(s0 + m) * g.o * p];
+                for grp in 0..g.groups {
+                    let cols: &[T] = if direct {
+                        &xc[grp * cghw..(grp + 1) * cghw]
+                    } else {
+                        for s in 0..m {
+                            let xg = &xc[s * chw + grp * cghw..s * chw + (grp + 1) * cghw];
+                            im2col(xg, g, &mut col[s * p..], ld);
+                        }
+                        col
+                    };
+                    let wg = &w[grp * og * klen..(grp + 1) * og * klen];
+                    if m == 1 {
+                        let dst = &mut oc[grp * og * p..(grp + 1) * og * p];
+                        if let Some(b) = bias {
+                            for (row, &bv) in dst.chunks_exact_mut(p).zip(&b[grp * og..]) {
+                                row.fill(bv);
+                            }
+                        }
+                        let acc = bias.is_some();
+                        gemm_into((og, p, klen), dst, acc, wg, (klen, 1), cols, (ld, 1));
+                        continue;
+                    }
+                    gemm_into((og, ld, klen), tmp, false, wg, (klen, 1), cols, (ld, 1));
+                    for (o, trow) in tmp.chunks_exact(ld).take(og).enumerate() {
+                        let bv = bias.map_or(T::zero(), |b| b[grp * og + o]);
+                        for (s, src) in trow.chunks_exact(p).enumerate() {
+                            let d = &mut oc[(s * g.o + grp * og + o) * p..][..p];
+                            for (d, &v) in d.iter_mut().zip(src) {
+                                *d = v + bv;
+                            }
+                        }
+                    }
                 }
             }
-            for grp in 0..g.groups {
-                let xg = &xn[grp * g.cg() * g.hw()..(grp + 1) * g.cg() * g.hw()];
-                let cols: &[T] = if g.pointwise() {
-                    xg
-                } else {
-                    im2col(xg, g, &mut col);
-                    &col
-                };
-                let wg = &w[grp * og * klen..(grp + 1) * og * klen];
-                let dst = &mut on[grp * og * p..(grp + 1) * og * p];
-                gemm_into(
-                    (og, p, klen),
-                    dst,
-                    bias.is_some(),
-                    wg,
-                    (klen, 1),
-                    cols,
-                    (p, 1),
-                );
-            }
-        }
+        })
     };
     let per = samples_per_task(g);
     if per >= g.n {
@@ -307,9 +387,16 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
     out
 }
 
-/// conv2d backward: the gradients of the input (`need_x`) and of the weight (`need_w`) given
-/// the dense output gradient `gy` (`[N, O, OH, OW]`). The bias gradient is a plain sum of `gy`
-/// and is left to the caller.
+/// What [`conv2d_backward`] returns: the gradients of input, weight and bias, each when asked.
+pub type ConvGrads<T> = (Option<Vec<T>>, Option<Vec<T>>, Option<Vec<T>>);
+
+/// conv2d backward: the gradients of the input (`need_x`), of the weight (`need_w`) and of the
+/// bias (`need_b`) given the dense output gradient `gy` (`[N, O, OH, OW]`).
+///
+/// Chunks of samples are handled as in the forward pass: the chunk's output gradient is
+/// gathered into one `[O, chunk * P]` matrix (summing the bias gradient on the way), then
+/// `grad_w += gy @ col^T` and `grad_col = W^T @ gy` are one GEMM each per group, and col2im
+/// scatters `grad_col` back to the images.
 pub fn conv2d_backward<T: ConvFloat>(
     x: &[T],
     w: &[T],
@@ -317,64 +404,92 @@ pub fn conv2d_backward<T: ConvFloat>(
     g: &ConvGeom,
     need_x: bool,
     need_w: bool,
-) -> (Option<Vec<T>>, Option<Vec<T>>) {
+    need_b: bool,
+) -> ConvGrads<T> {
     let (p, klen, og, chw, ohw) = (g.p(), g.klen(), g.og(), g.c * g.hw(), g.o * g.p());
+    let cghw = g.cg() * g.hw();
     assert!(
         x.len() == g.n * chw && w.len() == g.o * klen && gy.len() == g.n * ohw,
         "conv2d_backward: buffer sizes"
     );
-    // One run of `count` samples starting at sample `s0`: adds its part of grad_input into
-    // `gx` (the run's own slice) and its part of grad_weight into `gw` (a per-task partial sum).
-    let run = |s0: usize, count: usize, mut gx: Option<&mut [T]>, mut gw: Option<&mut [T]>| {
-        let mut col = if g.pointwise() {
-            Vec::new()
-        } else {
-            vec![T::zero(); klen * p]
-        };
-        for s in s0..s0 + count {
-            let xn = &x[s * chw..(s + 1) * chw];
-            let gyn = &gy[s * ohw..(s + 1) * ohw];
-            for grp in 0..g.groups {
-                let xr = grp * g.cg() * g.hw()..(grp + 1) * g.cg() * g.hw();
-                let wg = &w[grp * og * klen..(grp + 1) * og * klen];
-                let gyg = &gyn[grp * og * p..(grp + 1) * og * p];
-                if let Some(gw) = gw.as_deref_mut() {
-                    // grad_w[og, klen] += grad_y[og, p] @ col^T[p, klen]
-                    let cols: &[T] = if g.pointwise() {
-                        &xn[xr.clone()]
-                    } else {
-                        im2col(&xn[xr.clone()], g, &mut col);
-                        &col
-                    };
-                    let gwg = &mut gw[grp * og * klen..(grp + 1) * og * klen];
-                    gemm_into((og, klen, p), gwg, true, gyg, (p, 1), cols, (1, p));
+    // Per-task partial sums of the weight gradient (`O * klen`) then the bias gradient (`O`).
+    let (wlen, blen) = (
+        if need_w { g.o * klen } else { 0 },
+        if need_b { g.o } else { 0 },
+    );
+    // One run of `count` samples starting at sample `s0`: writes its part of grad_input into
+    // `gx` (the run's own slice) and adds its part of grad_weight/grad_bias into `part`.
+    let run = |s0: usize, count: usize, mut gx: Option<&mut [T]>, part: &mut [T]| {
+        let (gw, gb) = part.split_at_mut(wlen);
+        let nb = chunk_samples(g, count);
+        let col_len = klen * nb * p;
+        let gyt_len = if nb > 1 { g.o * nb * p } else { 0 };
+        T::with_scratch(col_len + gyt_len, |buf| {
+            let (col, gyt) = buf.split_at_mut(col_len);
+            for c0 in (s0..s0 + count).step_by(nb) {
+                let m = nb.min(s0 + count - c0);
+                let ld = m * p;
+                let xc = &x[c0 * chw..(c0 + m) * chw];
+                let gyc = &gy[c0 * ohw..(c0 + m) * ohw];
+                // the chunk's output gradient as `[O, m * P]`
+                let gym: &[T] = if m == 1 {
+                    gyc
+                } else {
+                    for (s, src) in gyc.chunks_exact(ohw).enumerate() {
+                        for (o, row) in src.chunks_exact(p).enumerate() {
+                            gyt[o * ld + s * p..o * ld + (s + 1) * p].copy_from_slice(row);
+                        }
+                    }
+                    gyt
+                };
+                if need_b {
+                    for (o, b) in gb.iter_mut().enumerate() {
+                        *b += sum8(&gym[o * ld..(o + 1) * ld]);
+                    }
                 }
-                if let Some(gx) = gx.as_deref_mut() {
-                    // grad_col[klen, p] = W^T[klen, og] @ grad_y[og, p], then back to the image
-                    let gxg = &mut gx[(s - s0) * chw..][xr];
-                    if g.pointwise() {
-                        gemm_into((klen, p, og), gxg, false, wg, (1, klen), gyg, (p, 1));
-                    } else {
-                        gemm_into((klen, p, og), &mut col, false, wg, (1, klen), gyg, (p, 1));
-                        col2im(&col, g, gxg);
+                for grp in 0..g.groups {
+                    let wg = &w[grp * og * klen..(grp + 1) * og * klen];
+                    let gyg = &gym[grp * og * ld..(grp + 1) * og * ld];
+                    if need_w {
+                        // grad_w[og, klen] += grad_y[og, m*P] @ col^T[m*P, klen]
+                        for s in 0..m {
+                            let xg = &xc[s * chw + grp * cghw..s * chw + (grp + 1) * cghw];
+                            im2col(xg, g, &mut col[s * p..], ld);
+                        }
+                        let gwg = &mut gw[grp * og * klen..(grp + 1) * og * klen];
+                        gemm_into((og, klen, ld), gwg, true, gyg, (ld, 1), col, (1, ld));
+                    }
+                    if let Some(gx) = gx.as_deref_mut() {
+                        // grad_col[klen, m*P] = W^T[klen, og] @ grad_y[og, m*P], then to the images
+                        let base = (c0 - s0) * chw;
+                        if g.pointwise() && m == 1 {
+                            let gxg = &mut gx[base + grp * cghw..base + (grp + 1) * cghw];
+                            gemm_into((klen, p, og), gxg, false, wg, (1, klen), gyg, (ld, 1));
+                            continue;
+                        }
+                        gemm_into((klen, ld, og), col, false, wg, (1, klen), gyg, (ld, 1));
+                        for s in 0..m {
+                            let o = base + s * chw + grp * cghw;
+                            col2im(&col[s * p..], g, &mut gx[o..o + cghw], ld);
+                        }
                     }
                 }
             }
-        }
+        })
     };
 
     let per = samples_per_task(g);
     let mut gx = need_x.then(|| vec![T::zero(); g.n * chw]);
     let ntasks = g.n.div_ceil(per.max(1));
-    let partials: Vec<Option<Vec<T>>> = if ntasks <= 1 {
-        let mut gw = need_w.then(|| vec![T::zero(); g.o * klen]);
-        run(0, g.n, gx.as_deref_mut(), gw.as_deref_mut());
-        vec![gw]
+    let partials: Vec<Vec<T>> = if ntasks <= 1 {
+        let mut part = vec![T::zero(); wlen + blen];
+        run(0, g.n, gx.as_deref_mut(), &mut part);
+        vec![part]
     } else {
         let task = |i: usize, gxc: Option<&mut [T]>| {
-            let mut gw = need_w.then(|| vec![T::zero(); g.o * klen]);
-            run(i * per, per.min(g.n - i * per), gxc, gw.as_deref_mut());
-            gw
+            let mut part = vec![T::zero(); wlen + blen];
+            run(i * per, per.min(g.n - i * per), gxc, &mut part);
+            part
         };
         threads::install(|| match gx.as_deref_mut() {
             Some(gx) => gx
@@ -385,15 +500,14 @@ pub fn conv2d_backward<T: ConvFloat>(
             None => (0..ntasks).into_par_iter().map(|i| task(i, None)).collect(),
         })
     };
-    let gw = need_w.then(|| {
-        let mut it = partials.into_iter().flatten();
-        let mut acc = it.next().unwrap_or_else(|| vec![T::zero(); g.o * klen]);
-        for part in it {
-            acc.iter_mut().zip(&part).for_each(|(a, &b)| *a += b);
-        }
-        acc
-    });
-    (gx, gw)
+    let mut it = partials.into_iter();
+    let mut acc = it.next().unwrap_or_else(|| vec![T::zero(); wlen + blen]);
+    for part in it {
+        acc.iter_mut().zip(&part).for_each(|(a, &b)| *a += b);
+    }
+    let gb = need_b.then(|| acc.split_off(wlen));
+    let gw = need_w.then_some(acc);
+    (gx, gw, gb)
 }
 
 /// Geometry of a 2-D pooling over `planes` independent `[H, W]` planes (N * C of them).
@@ -479,7 +593,11 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
         return (vals, idx);
     }
     let (rows, cols) = g.windows();
+    let pair = g.kernel == [2, 2] && g.stride == [2, 2] && g.padding == [0, 0];
     let plane = |((vp, ip), xp): ((&mut [T], &mut [i64]), &[T])| {
+        if pair {
+            return max_pool_2x2(xp, vp, ip, g);
+        }
         for (oy, &(y0, y1)) in rows.iter().enumerate() {
             for (ox, &(x0, x1)) in cols.iter().enumerate() {
                 // padding never wins: windows always hold a real element (padding <= k/2)
@@ -514,6 +632,40 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
             .for_each(plane);
     }
     (vals, idx)
+}
+
+/// The common 2x2, stride 2 max pool of one plane without window tables: the same scan order
+/// (row-major, first maximum wins, NaN wins) as the general loop.
+fn max_pool_2x2<T: ConvFloat>(xp: &[T], vp: &mut [T], ip: &mut [i64], g: &PoolGeom) {
+    let w = g.w;
+    for oy in 0..g.oh {
+        let r0 = &xp[2 * oy * w..2 * oy * w + w];
+        let r1 = &xp[(2 * oy + 1) * w..(2 * oy + 2) * w];
+        let vrow = &mut vp[oy * g.ow..(oy + 1) * g.ow];
+        let irow = &mut ip[oy * g.ow..(oy + 1) * g.ow];
+        for ox in 0..g.ow {
+            let c = 2 * ox;
+            let cand = [
+                (r0[c], c),
+                (r0[c + 1], c + 1),
+                (r1[c], w + c),
+                (r1[c + 1], w + c + 1),
+            ];
+            let (mut best, mut at) = cand[0];
+            if !best.is_nan() {
+                for &(v, i) in &cand[1..] {
+                    if v > best || v.is_nan() {
+                        (best, at) = (v, i);
+                        if v.is_nan() {
+                            break;
+                        }
+                    }
+                }
+            }
+            vrow[ox] = best;
+            irow[ox] = (2 * oy * w + at) as i64;
+        }
+    }
 }
 
 /// Max pooling backward: each output gradient goes to the input element its maximum came from.
@@ -703,9 +855,9 @@ mod tests {
             .map(|i| (i as f64 * 0.11).cos())
             .collect();
         let mut col = vec![0.0; c.len()];
-        im2col(&x, &g, &mut col);
+        im2col(&x, &g, &mut col, g.p());
         let mut gx = vec![0.0; x.len()];
-        col2im(&c, &g, &mut gx);
+        col2im(&c, &g, &mut gx, g.p());
         let a: f64 = col.iter().zip(&c).map(|(a, b)| a * b).sum();
         let b: f64 = x.iter().zip(&gx).map(|(a, b)| a * b).sum();
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
