@@ -135,7 +135,9 @@ fn init_follows_nanogpt() {
             .1;
         t.to_dtype(DType::F64)
             .unwrap()
-            .std_all(1)
+            .flatten(0, -1)
+            .unwrap()
+            .std(0, 1, false)
             .unwrap()
             .item()
             .unwrap()
