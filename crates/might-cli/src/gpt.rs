@@ -44,10 +44,10 @@ pub struct GptTrainArgs {
     #[arg(long, default_value_t = 32)]
     pub batch_size: usize,
     /// Optimizer steps.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 1300)]
     pub steps: u64,
     /// Peak learning rate (after warm-up; cosine decay to 10% of it at the last step).
-    #[arg(long, default_value_t = 2e-3)]
+    #[arg(long, default_value_t = 3e-3)]
     pub lr: f64,
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
@@ -60,7 +60,7 @@ pub struct GptTrainArgs {
     #[arg(long, default_value_t = 1)]
     pub grad_accum: usize,
     /// Steps between validation-loss estimates (and checkpoints).
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 150)]
     pub eval_interval: u64,
     /// Batches per loss estimate.
     #[arg(long, default_value_t = 20)]
@@ -255,12 +255,12 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     let threads = might::get_num_threads();
     let text = std::fs::read_to_string(&args.text)
         .map_err(|e| CliError(format!("{}: {e}", args.text.display())))?;
-    let mut chars: Vec<char> = text
+    // sorted distinct characters: the same text always gives the same ids
+    let chars: Vec<char> = text
         .chars()
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    chars.sort_unstable();
     let vocab = Vocab::new(chars);
     let data = vocab.encode(&text)?;
     let split = data.len() * 9 / 10;

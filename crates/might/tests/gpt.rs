@@ -23,7 +23,7 @@ fn ids(v: &[i64], shape: [usize; 2]) -> Tensor {
 }
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
-    let (a, b) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
+    let (a, b) = (a.to_f64_vec(), b.to_f64_vec());
     assert_eq!(a.len(), b.len());
     a.iter()
         .zip(&b)
@@ -135,7 +135,9 @@ fn init_follows_nanogpt() {
             .1;
         t.to_dtype(DType::F64)
             .unwrap()
-            .std_all(1)
+            .flatten(0, -1)
+            .unwrap()
+            .std(0, 1, false)
             .unwrap()
             .item()
             .unwrap()

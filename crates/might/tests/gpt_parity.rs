@@ -25,7 +25,7 @@ fn get<'a>(v: &'a [(String, Tensor)], name: &str) -> &'a Tensor {
 /// relative to the magnitudes summed, not to a tiny result).
 fn assert_close(name: &str, got: &Tensor, want: &Tensor) {
     assert_eq!(got.dims(), want.dims(), "{name}: shape");
-    let (g, w) = (got.to_f64_vec().unwrap(), want.to_f64_vec().unwrap());
+    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
     let big = w.iter().fold(0.0f64, |a, b| a.max(b.abs()));
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         let tol = 1e-4 * b.abs().max(0.01 * big);
