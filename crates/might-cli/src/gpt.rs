@@ -345,13 +345,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0.0);
         start = c.step;
-        if let Ok(t) = std::fs::read_to_string(rdir.join("metrics.csv")) {
-            rows = t
-                .lines()
-                .filter_map(Row::parse)
-                .filter(|r| r.epoch <= start)
-                .collect();
-        }
+        rows = Row::read_until(&rdir.join("metrics.csv"), start);
         eprintln!("resuming from {} (step {start})", path.display());
     }
     sched.set_step(start as usize);

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::train::json_str;
 use might::io::TensorInfo;
 use might::Result;
 
@@ -100,20 +101,6 @@ pub fn table(path: &Path, infos: &[TensorInfo]) -> String {
         human_bytes(bytes)
     ));
     out
-}
-
-fn json_str(s: &str) -> String {
-    let mut o = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
 }
 
 /// One JSON object: `{"file":..,"tensors":[{name,dtype,shape,numel,bytes}],"parameters":..,"bytes":..}`.

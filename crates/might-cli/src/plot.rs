@@ -25,6 +25,19 @@ impl Row {
             self.seconds
         )
     }
+    /// The rows of a run's `metrics.csv` up to `last` (epoch or step), for `--resume`;
+    /// empty when the file is missing.
+    pub fn read_until(path: &std::path::Path, last: u64) -> Vec<Row> {
+        std::fs::read_to_string(path)
+            .map(|t| {
+                t.lines()
+                    .filter_map(Row::parse)
+                    .filter(|r| r.epoch <= last)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn parse(line: &str) -> Option<Row> {
         let f: Vec<&str> = line.trim().split(',').collect();
         if f.len() != 6 {

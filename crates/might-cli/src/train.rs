@@ -253,13 +253,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         opt.load_state_dict(&ck.optimizer)?;
         might::tensor::random::set_global_state(ck.rng);
         start_epoch = ck.epoch;
-        if let Ok(text) = std::fs::read_to_string(rdir.join("metrics.csv")) {
-            rows = text
-                .lines()
-                .filter_map(Row::parse)
-                .filter(|r| r.epoch <= start_epoch)
-                .collect();
-        }
+        rows = Row::read_until(&rdir.join("metrics.csv"), start_epoch);
         eprintln!("resuming from {} (epoch {start_epoch})", path.display());
     }
 
