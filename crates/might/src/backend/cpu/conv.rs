@@ -320,7 +320,7 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
         x.len() == g.n * chw && w.len() == g.o * klen,
         "conv2d: buffer sizes"
     );
-    let mut out = vec![T::zero(); g.n * g.o * p];
+    let mut out = super::pool::zeroed::<T>(g.n * g.o * p);
     if out.is_empty() {
         return out;
     }
@@ -479,7 +479,7 @@ pub fn conv2d_backward<T: ConvFloat>(
     };
 
     let per = samples_per_task(g);
-    let mut gx = need_x.then(|| vec![T::zero(); g.n * chw]);
+    let mut gx = need_x.then(|| super::pool::zeroed::<T>(g.n * chw));
     let ntasks = g.n.div_ceil(per.max(1));
     let partials: Vec<Vec<T>> = if ntasks <= 1 {
         let mut part = vec![T::zero(); wlen + blen];
@@ -587,7 +587,7 @@ impl PoolGeom {
 pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i64>) {
     let (hw, ohw, w) = (g.h * g.w, g.oh * g.ow, g.w);
     assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
-    let mut vals = vec![T::zero(); g.planes * ohw];
+    let mut vals = super::pool::zeroed::<T>(g.planes * ohw);
     let mut idx = vec![0i64; g.planes * ohw];
     if hw == 0 || ohw == 0 {
         return (vals, idx);
@@ -675,7 +675,7 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
         gy.len() == g.planes * ohw && idx.len() == gy.len(),
         "max_pool2d_backward"
     );
-    let mut gx = vec![T::zero(); g.planes * hw];
+    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
     if hw == 0 || ohw == 0 {
         return gx;
     }
@@ -703,7 +703,7 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
 pub fn avg_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     assert_eq!(x.len(), g.planes * hw, "avg_pool2d: buffer size");
-    let mut out = vec![T::zero(); g.planes * ohw];
+    let mut out = super::pool::zeroed::<T>(g.planes * ohw);
     let work = out.len() * g.kernel[0] * g.kernel[1];
     for_planes(x, hw, &mut out, ohw, work, |xp, op| {
         for oy in 0..g.oh {
@@ -728,7 +728,7 @@ pub fn avg_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
 pub fn avg_pool2d_backward<T: ConvFloat>(gy: &[T], g: &PoolGeom) -> Vec<T> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     assert_eq!(gy.len(), g.planes * ohw, "avg_pool2d_backward: buffer size");
-    let mut gx = vec![T::zero(); g.planes * hw];
+    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
     let work = gy.len() * g.kernel[0] * g.kernel[1];
     for_planes(gy, ohw, &mut gx, hw, work, |gp, xp| {
         for oy in 0..g.oh {
@@ -762,7 +762,7 @@ pub fn adaptive_avg_pool2d_forward<T: ConvFloat>(
     [oh, ow]: [usize; 2],
 ) -> Vec<T> {
     assert_eq!(x.len(), planes * h * w, "adaptive_avg_pool2d: buffer size");
-    let mut out = vec![T::zero(); planes * oh * ow];
+    let mut out = super::pool::zeroed::<T>(planes * oh * ow);
     let work = planes * h * w;
     for_planes(x, h * w, &mut out, oh * ow, work, |xp, op| {
         for oy in 0..oh {
@@ -790,7 +790,7 @@ pub fn adaptive_avg_pool2d_backward<T: ConvFloat>(
     [oh, ow]: [usize; 2],
 ) -> Vec<T> {
     assert_eq!(gy.len(), planes * oh * ow, "adaptive_avg_pool2d_backward");
-    let mut gx = vec![T::zero(); planes * h * w];
+    let mut gx = super::pool::zeroed::<T>(planes * h * w);
     let work = planes * h * w;
     for_planes(gy, oh * ow, &mut gx, h * w, work, |gp, xp| {
         for oy in 0..oh {

@@ -2,6 +2,7 @@
 //! update a strided output in place. The per-element function is passed in, so allocating and
 //! in-place variants of an op share the same arithmetic.
 
+use super::pool;
 use super::strided::RowPlan;
 use super::threads;
 use crate::Layout;
@@ -46,18 +47,28 @@ fn fill_rows<U: Send, const N: usize>(
 pub fn unary_map<T, U, F>(src: &[T], layout: &Layout, f: F) -> Vec<U>
 where
     T: Copy + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
     F: Fn(T) -> U + Sync,
 {
     if let Some((a, b)) = layout.contiguous_range() {
         let s = &src[a..b];
+        let mut out = pool::output::<U>(s.len());
         if threads::parallel(s.len()) {
-            return threads::install(|| s.par_iter().with_min_len(4096).map(|&x| f(x)).collect());
+            threads::install(|| {
+                out.par_iter_mut()
+                    .with_min_len(4096)
+                    .zip(s.par_iter())
+                    .for_each(|(y, &x)| *y = f(x))
+            });
+        } else {
+            for (y, &x) in out.iter_mut().zip(s) {
+                *y = f(x);
+            }
         }
-        return s.iter().map(|&x| f(x)).collect();
+        return out;
     }
     let plan = RowPlan::new(layout.dims(), [layout.strides()]);
-    let mut out = vec![U::default(); layout.numel()];
+    let mut out = pool::output::<U>(layout.numel());
     let st = plan.inner[0];
     fill_rows(&mut out, &plan, [layout.offset()], |o, [s0]| {
         if st == 1 {
@@ -78,24 +89,28 @@ where
 pub fn binary_map<T, U, F>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout, f: F) -> Vec<U>
 where
     T: Copy + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
     F: Fn(T, T) -> U + Sync,
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (ll.contiguous_range(), rl.contiguous_range()) {
         let (l, r) = (&lhs[a0..a1], &rhs[b0..b1]);
+        let mut out = pool::output::<U>(l.len());
         if threads::parallel(l.len()) {
-            return threads::install(|| {
-                l.par_iter()
+            threads::install(|| {
+                out.par_iter_mut()
                     .with_min_len(4096)
-                    .zip(r.par_iter())
-                    .map(|(&x, &y)| f(x, y))
-                    .collect()
+                    .zip(l.par_iter().zip(r.par_iter()))
+                    .for_each(|(o, (&x, &y))| *o = f(x, y))
             });
+        } else {
+            for ((o, &x), &y) in out.iter_mut().zip(l).zip(r) {
+                *o = f(x, y);
+            }
         }
-        return l.iter().zip(r).map(|(&x, &y)| f(x, y)).collect();
+        return out;
     }
     let plan = RowPlan::new(ll.dims(), [ll.strides(), rl.strides()]);
-    let mut out = vec![U::default(); ll.numel()];
+    let mut out = pool::output::<U>(ll.numel());
     let [sl, sr] = plan.inner;
     fill_rows(
         &mut out,
@@ -146,11 +161,11 @@ where
     A: Copy + Sync,
     B: Copy + Sync,
     C: Copy + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
     F: Fn(A, B, C) -> U + Sync,
 {
     let plan = RowPlan::new(al.dims(), [al.strides(), bl.strides(), cl.strides()]);
-    let mut out = vec![U::default(); al.numel()];
+    let mut out = pool::output::<U>(al.numel());
     let [sa, sb, sc] = plan.inner;
     fill_rows(
         &mut out,
@@ -206,9 +221,14 @@ where
 }
 
 /// Gather a strided view into a new contiguous buffer.
-pub fn copy_contiguous<T: Copy + Send + Sync + Default>(src: &[T], layout: &Layout) -> Vec<T> {
+pub fn copy_contiguous<T: Copy + Send + Sync + Default + 'static>(
+    src: &[T],
+    layout: &Layout,
+) -> Vec<T> {
     if let Some((a, b)) = layout.contiguous_range() {
-        return src[a..b].to_vec();
+        let mut out = pool::output::<T>(b - a);
+        out.copy_from_slice(&src[a..b]);
+        return out;
     }
     unary_map(src, layout, |x| x)
 }
