@@ -320,7 +320,8 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
         x.len() == g.n * chw && w.len() == g.o * klen,
         "conv2d: buffer sizes"
     );
-    let mut out = super::pool::zeroed::<T>(g.n * g.o * p);
+    // every element is written: by the GEMM, or by the copy out of `tmp`
+    let mut out = super::pool::output::<T>(g.n * g.o * p);
     if out.is_empty() {
         return out;
     }
@@ -587,7 +588,8 @@ impl PoolGeom {
 pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i64>) {
     let (hw, ohw, w) = (g.h * g.w, g.oh * g.ow, g.w);
     assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
-    let mut vals = super::pool::zeroed::<T>(g.planes * ohw);
+    // every output is written (each window holds at least one element)
+    let mut vals = super::pool::output::<T>(g.planes * ohw);
     let mut idx = vec![0i64; g.planes * ohw];
     if hw == 0 || ohw == 0 {
         return (vals, idx);
@@ -826,6 +828,67 @@ mod tests {
                             let inside = i >= 0 && (i as usize) < len;
                             assert_eq!(inside, o >= lo && o < hi, "{len} {stride} {pad} {off} {o}");
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn max_pool_2x2_path_matches_general_scan() {
+        // values with ties and NaNs: the 2x2/stride-2 path must give the sequential
+        // scan's answer (first maximum, first NaN), values and indices
+        let vals = [
+            1.0f32,
+            1.0,
+            0.5,
+            f32::NAN,
+            -2.0,
+            3.0,
+            3.0,
+            0.0,
+            f32::NAN,
+            f32::NAN,
+        ];
+        let (h, w) = (6, 8);
+        let mut g = crate::Generator::new(3);
+        for trial in 0..50 {
+            let x: Vec<f32> = (0..2 * h * w)
+                .map(|_| vals[g.below(vals.len() as u64) as usize])
+                .collect();
+            let geom = PoolGeom {
+                planes: 2,
+                h,
+                w,
+                oh: h / 2,
+                ow: w / 2,
+                kernel: [2, 2],
+                stride: [2, 2],
+                padding: [0, 0],
+            };
+            let (fv, fi) = max_pool2d_forward(&x, &geom);
+            // reference: sequential scan, first maximum wins, first NaN wins
+            for p in 0..2 {
+                for oy in 0..h / 2 {
+                    for ox in 0..w / 2 {
+                        let mut best = (f32::NEG_INFINITY, 2 * oy * w + 2 * ox);
+                        'win: for iy in 2 * oy..2 * oy + 2 {
+                            for ix in 2 * ox..2 * ox + 2 {
+                                let v = x[p * h * w + iy * w + ix];
+                                if v > best.0 || v.is_nan() {
+                                    best = (v, iy * w + ix);
+                                    if v.is_nan() {
+                                        break 'win;
+                                    }
+                                }
+                            }
+                        }
+                        let o = p * (h / 2) * (w / 2) + oy * (w / 2) + ox;
+                        assert_eq!(fi[o], best.1 as i64, "trial {trial} index at {o}");
+                        assert!(
+                            fv[o] == best.0 || (fv[o].is_nan() && best.0.is_nan()),
+                            "trial {trial} value at {o}"
+                        );
                     }
                 }
             }
