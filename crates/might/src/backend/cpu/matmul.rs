@@ -130,7 +130,7 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
                 ..a0
             };
             let par = par_for(rows * n * k, nthreads);
-            threads::install(|| gemm_one((rows, n, k), &mut out, lhs, a, rhs, b0, par));
+            on_pool(par, || gemm_one((rows, n, k), &mut out, lhs, a, rhs, b0, par));
             return out;
         }
     }
@@ -152,7 +152,7 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
         });
     } else {
         let par = par_for(work, nthreads);
-        threads::install(|| {
+        on_pool(par, || {
             for (o, &[la, rb]) in out.chunks_mut(m * n).zip(&offs) {
                 let a = Operand { off: la, ..a0 };
                 let b = Operand { off: rb, ..b0 };
@@ -161,6 +161,16 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
         });
     }
     out
+}
+
+/// Run `f` on the kernel pool when it will split work across threads; a single-threaded
+/// product stays on the caller (handing it to a pool thread costs a wake-up per call, which
+/// at MLP sizes was more than the threads saved).
+fn on_pool(par: Parallelism, f: impl FnOnce() + Send) {
+    match par {
+        Parallelism::None => f(),
+        _ => threads::install(f),
+    }
 }
 
 fn par_for(work: usize, nthreads: usize) -> Parallelism {
