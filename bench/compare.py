@@ -186,7 +186,10 @@ def main():
             grss = {"might": [], "torch": []}
 
             def gpt_might():
-                j, _ = run([a.might, "train", "gpt", "--steps", "20", "--threads", str(t),
+                # the PyTorch script's shape: B=16, T=64; no eval during the timed steps
+                j, _ = run([a.might, "train", "gpt", "--steps", "23", "--warmup", "3",
+                            "--batch-size", "16", "--eval-interval", "1000",
+                            "--eval-batches", "1", "--threads", str(t),
                             "--out", os.path.join(tmp, "gpt")], env)
                 if j and "ms_per_step" in j:
                     if "peak_rss_mb" in j:

@@ -24,6 +24,21 @@ use crate::train::{json_str, num, peak_rss_mb, write_file, CliError};
 
 type Res<T> = Result<T, CliError>;
 
+/// Median step time, leaving out the first three steps when there are more (they warm the
+/// caches and the buffer pool), as the PyTorch benchmark script does.
+fn median_step(times: &[f64]) -> f64 {
+    let mut t: Vec<f64> = times
+        .iter()
+        .skip(if times.len() > 3 { 3 } else { 0 })
+        .copied()
+        .collect();
+    if t.is_empty() {
+        return 0.0;
+    }
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[t.len() / 2]
+}
+
 /// Options of `might train gpt`. The defaults reach a validation loss below 1.70 nats/char on
 /// the committed Shakespeare slice.
 #[derive(clap::Args, Debug, Clone)]
@@ -378,6 +393,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         (0.0, 0usize, 0usize, 0u64);
     let mut seg_t = Instant::now();
     let mut step_secs = 0.0f64;
+    let mut step_times: Vec<f64> = Vec::new();
     let mut steps_done = 0u64;
     for step in start..args.steps {
         let ts = Instant::now();
@@ -405,6 +421,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         opt.step()?;
         opt.zero_grad();
         sched.step(&mut opt);
+        step_times.push(ts.elapsed().as_secs_f64());
         step_secs += ts.elapsed().as_secs_f64();
         steps_done += 1;
         since_steps += 1;
@@ -490,10 +507,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             "tokens_per_second",
             num((steps_done as usize * tokens_per_step) as f64 / step_secs.max(1e-9)),
         ),
-        (
-            "ms_per_step",
-            num(1000.0 * step_secs / steps_done.max(1) as f64),
-        ),
+        ("ms_per_step", num(1000.0 * median_step(&step_times))),
         ("peak_rss_mb", num(peak_rss_mb())),
         ("steps", args.steps.to_string()),
         ("seconds", num(prior_secs + secs)),

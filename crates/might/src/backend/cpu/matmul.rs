@@ -130,7 +130,9 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
                 ..a0
             };
             let par = par_for(rows * n * k, nthreads);
-            on_pool(par, || gemm_one((rows, n, k), &mut out, lhs, a, rhs, b0, par));
+            on_pool(par, || {
+                gemm_one((rows, n, k), &mut out, lhs, a, rhs, b0, par)
+            });
             return out;
         }
     }
