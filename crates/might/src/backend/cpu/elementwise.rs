@@ -3,9 +3,38 @@
 //! in-place variants of an op share the same arithmetic.
 
 use super::strided::RowPlan;
-use super::threads;
+use super::{simd, threads};
 use crate::Layout;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+/// Elements per parallel task of the contiguous fast paths.
+const PAR_CHUNK: usize = 1 << 14;
+
+/// A `Vec` of `n` elements filled by `fill(offset, chunk)`, which must write every element of
+/// `chunk` (the output range `offset..offset + chunk.len()`); chunks run in parallel when large.
+/// Writing into the uninitialised buffer avoids zero-filling it first, and the chunk loop is
+/// what [`simd::run`] compiles 8-wide.
+fn collect_chunks<U: Copy + Send>(
+    n: usize,
+    fill: impl Fn(usize, &mut [MaybeUninit<U>]) + Sync,
+) -> Vec<U> {
+    let mut out: Vec<U> = Vec::with_capacity(n);
+    let buf = &mut out.spare_capacity_mut()[..n];
+    if threads::parallel(n) {
+        threads::install(|| {
+            buf.par_chunks_mut(PAR_CHUNK)
+                .enumerate()
+                .for_each(|(i, c)| fill(i * PAR_CHUNK, c))
+        });
+    } else {
+        fill(0, buf);
+    }
+    // SAFETY: `fill` wrote all `n` elements (every caller's loop zips its chunk with an
+    // input slice of the same length), and `n <= capacity`.
+    unsafe { out.set_len(n) };
+    out
+}
 
 /// Fill a contiguous `out` (of the plan's shape) row by row, in parallel when large.
 fn fill_rows<U: Send, const N: usize>(
@@ -51,10 +80,14 @@ where
 {
     if let Some((a, b)) = layout.contiguous_range() {
         let s = &src[a..b];
-        if threads::parallel(s.len()) {
-            return threads::install(|| s.par_iter().with_min_len(4096).map(|&x| f(x)).collect());
-        }
-        return s.iter().map(|&x| f(x)).collect();
+        return collect_chunks(s.len(), |off, o| {
+            let n = o.len();
+            simd::run(|| {
+                for (y, &x) in o.iter_mut().zip(&s[off..off + n]) {
+                    y.write(f(x));
+                }
+            })
+        });
     }
     let plan = RowPlan::new(layout.dims(), [layout.strides()]);
     let mut out = vec![U::default(); layout.numel()];
@@ -83,16 +116,15 @@ where
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (ll.contiguous_range(), rl.contiguous_range()) {
         let (l, r) = (&lhs[a0..a1], &rhs[b0..b1]);
-        if threads::parallel(l.len()) {
-            return threads::install(|| {
-                l.par_iter()
-                    .with_min_len(4096)
-                    .zip(r.par_iter())
-                    .map(|(&x, &y)| f(x, y))
-                    .collect()
-            });
-        }
-        return l.iter().zip(r).map(|(&x, &y)| f(x, y)).collect();
+        debug_assert_eq!(l.len(), r.len());
+        return collect_chunks(l.len(), |off, o| {
+            let n = o.len();
+            simd::run(|| {
+                for ((y, &a), &b) in o.iter_mut().zip(&l[off..off + n]).zip(&r[off..off + n]) {
+                    y.write(f(a, b));
+                }
+            })
+        });
     }
     let plan = RowPlan::new(ll.dims(), [ll.strides(), rl.strides()]);
     let mut out = vec![U::default(); ll.numel()];
@@ -174,17 +206,21 @@ where
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (dl.contiguous_range(), sl.contiguous_range()) {
         let (d, s) = (&mut dst[a0..a1], &src[b0..b1]);
+        let kernel = |d: &mut [T], s: &[T]| {
+            simd::run(|| {
+                for (y, &x) in d.iter_mut().zip(s) {
+                    *y = f(*y, x);
+                }
+            })
+        };
         if threads::parallel(d.len()) {
             threads::install(|| {
-                d.par_iter_mut()
-                    .with_min_len(4096)
-                    .zip(s.par_iter())
-                    .for_each(|(y, &x)| *y = f(*y, x))
+                d.par_chunks_mut(PAR_CHUNK)
+                    .zip(s.par_chunks(PAR_CHUNK))
+                    .for_each(|(d, s)| kernel(d, s))
             });
         } else {
-            for (y, &x) in d.iter_mut().zip(s) {
-                *y = f(*y, x);
-            }
+            kernel(d, s);
         }
         return;
     }

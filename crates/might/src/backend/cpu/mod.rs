@@ -5,8 +5,10 @@ pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod reduce;
+pub mod simd;
 pub mod strided;
 pub mod threads;
+pub mod vmath;
 
 use crate::{DType, WithDType};
 use half::{bf16, f16};
