@@ -14,20 +14,25 @@ fn causal_softmax_fwd<T: Real>(x: &[T], t: usize, s: usize, scale: T, offset: us
     let mut y = vec![T::f(0.0); x.len()];
     let rpt = rows_per_task(s, rows);
     map_blocks(&mut y, rpt * s, |bi, yb| {
-        simd::run(|| {
-            for (r, yr) in yb.chunks_mut(s).enumerate() {
-                let row = bi * rpt + r;
-                let valid = ((row % t) + offset + 1).min(s);
-                let (xr, yr) = (&x[row * s..row * s + valid], &mut yr[..valid]);
-                let m = row_max(xr) * scale;
-                let m = if m.is_finite() { m } else { T::f(0.0) };
-                for (o, &v) in yr.iter_mut().zip(xr) {
-                    *o = (v * scale - m).exp_();
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, yr) in yb.chunks_mut(s).enumerate() {
+                    let row = bi * rpt + r;
+                    let valid = ((row % t) + offset + 1).min(s);
+                    let (xr, yr) = (&x[row * s..row * s + valid], &mut yr[..valid]);
+                    let m = row_max(xr) * scale;
+                    let m = if m.is_finite() { m } else { T::f(0.0) };
+                    for (o, &v) in yr.iter_mut().zip(xr) {
+                        *o = (v * scale - m).exp_();
+                    }
+                    let inv = T::f(1.0) / row_sum(yr, |e| e);
+                    for o in yr.iter_mut() {
+                        *o = *o * inv;
+                    }
                 }
-                let inv = T::f(1.0) / row_sum(yr, |e| e);
-                yr.iter_mut().for_each(|o| *o = *o * inv);
-            }
-        })
+            },
+        )
     });
     y
 }
@@ -45,17 +50,20 @@ fn causal_softmax_bwd<T: Real>(
     let mut dx = vec![T::f(0.0); y.len()];
     let rpt = rows_per_task(s, rows);
     map_blocks(&mut dx, rpt * s, |bi, db| {
-        simd::run(|| {
-            for (r, dr) in db.chunks_mut(s).enumerate() {
-                let row = bi * rpt + r;
-                let valid = ((row % t) + offset + 1).min(s);
-                let (gr, yr) = (&g[row * s..row * s + valid], &y[row * s..row * s + valid]);
-                let dot = row_dot(gr, yr);
-                for ((o, &gv), &yv) in dr[..valid].iter_mut().zip(gr).zip(yr) {
-                    *o = scale * yv * (gv - dot);
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, dr) in db.chunks_mut(s).enumerate() {
+                    let row = bi * rpt + r;
+                    let valid = ((row % t) + offset + 1).min(s);
+                    let (gr, yr) = (&g[row * s..row * s + valid], &y[row * s..row * s + valid]);
+                    let dot = row_dot(gr, yr);
+                    for ((o, &gv), &yv) in dr[..valid].iter_mut().zip(gr).zip(yr) {
+                        *o = scale * yv * (gv - dot);
+                    }
                 }
-            }
-        })
+            },
+        )
     });
     dx
 }

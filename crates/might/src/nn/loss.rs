@@ -99,7 +99,10 @@ fn ce_forward<T: Real>(
     let mut lse = vec![T::f(0.0); rows];
     let rpt = rows_per_task(c, rows);
     let losses = map_blocks(&mut lse, rpt, |bi, lb| {
-        simd::run(|| ce_forward_block(x, c, target, eps, cw, &probs, rpt, bi, lb))
+        simd::run(
+            #[inline(always)]
+            || ce_forward_block(x, c, target, eps, cw, &probs, rpt, bi, lb),
+        )
     });
     Ok((losses.into_iter().flatten().collect(), lse))
 }
@@ -188,35 +191,38 @@ fn ce_backward<T: Real>(
         .collect();
     let usum: T = uni.iter().copied().sum();
     map_blocks(&mut dx, rpt * c, |bi, db| {
-        simd::run(|| {
-            for (r, dr) in db.chunks_mut(c).enumerate() {
-                let row = bi * rpt + r;
-                let xr = &x[row * c..(row + 1) * c];
-                let s = T::f(scale(row));
-                match (target, &probs) {
-                    (Target::Index(t), _) => {
-                        // d/dx_j = p_j·((1-ε)·w_k + Σ_c ε/C·w_c) - ε/C·w_j - [j = k]·(1-ε)·w_k
-                        let Some(k) = t[row] else { continue };
-                        let (a, l) = (keep * wc[k] + usum, lse[row]);
-                        for ((d, &v), &u) in dr.iter_mut().zip(xr).zip(&uni) {
-                            *d = s * ((v - l).exp_() * a - u);
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, dr) in db.chunks_mut(c).enumerate() {
+                    let row = bi * rpt + r;
+                    let xr = &x[row * c..(row + 1) * c];
+                    let s = T::f(scale(row));
+                    match (target, &probs) {
+                        (Target::Index(t), _) => {
+                            // d/dx_j = p_j·((1-ε)·w_k + Σ_c ε/C·w_c) - ε/C·w_j - [j = k]·(1-ε)·w_k
+                            let Some(k) = t[row] else { continue };
+                            let (a, l) = (keep * wc[k] + usum, lse[row]);
+                            for ((d, &v), &u) in dr.iter_mut().zip(xr).zip(&uni) {
+                                *d = s * ((v - l).exp_() * a - u);
+                            }
+                            dr[k] = dr[k] - s * keep * wc[k];
                         }
-                        dr[k] = dr[k] - s * keep * wc[k];
-                    }
-                    (Target::Prob(_), Some(p)) => {
-                        let pr = &p[row * c..(row + 1) * c];
-                        // weighted smoothed target w_j·q_j; d/dx_j = p_j·Σ_c w_c·q_c - w_j·q_j
-                        let wq = |j: usize| wc[j] * (keep * pr[j] + T::f(eps / c as f64));
-                        let total: T = (0..c).map(&wq).sum();
-                        let l = lse[row];
-                        for (j, (d, &v)) in dr.iter_mut().zip(xr).enumerate() {
-                            *d = s * ((v - l).exp_() * total - wq(j));
+                        (Target::Prob(_), Some(p)) => {
+                            let pr = &p[row * c..(row + 1) * c];
+                            // weighted smoothed target w_j·q_j; d/dx_j = p_j·Σ_c w_c·q_c - w_j·q_j
+                            let wq = |j: usize| wc[j] * (keep * pr[j] + T::f(eps / c as f64));
+                            let total: T = (0..c).map(&wq).sum();
+                            let l = lse[row];
+                            for (j, (d, &v)) in dr.iter_mut().zip(xr).enumerate() {
+                                *d = s * ((v - l).exp_() * total - wq(j));
+                            }
                         }
+                        _ => unreachable!(),
                     }
-                    _ => unreachable!(),
                 }
-            }
-        })
+            },
+        )
     });
     Ok(dx)
 }

@@ -85,7 +85,18 @@ fn rows_mut<T: Send>(out: &mut [T], n: usize, f: impl Fn(&mut [T]) + Sync + Send
         return;
     }
     let block = n * 4096usize.div_ceil(n);
-    let run = |o: &mut [T]| simd::run(|| o.chunks_mut(n).for_each(&f));
+    let run = |o: &mut [T]| {
+        simd::run(
+            #[inline(always)]
+            || {
+                // a plain loop with a direct call: `for_each(&f)` would go through the
+                // `&F: FnMut` forwarder, which LLVM does not inline into the AVX2 function
+                for r in o.chunks_mut(n) {
+                    f(r)
+                }
+            },
+        )
+    };
     if threads::parallel(out.len()) {
         threads::install(|| out.par_chunks_mut(block).for_each(run));
     } else {
@@ -95,18 +106,29 @@ fn rows_mut<T: Send>(out: &mut [T], n: usize, f: impl Fn(&mut [T]) + Sync + Send
 
 /// softmax / log_softmax of rows of `n` in place: max, then the exponentials, then normalise.
 fn softmax_rows<T: Float + FloatExt + Send + Sync>(mut out: Vec<T>, n: usize, log: bool) -> Vec<T> {
-    rows_mut(&mut out, n, |r| {
-        let m = row_max(r);
-        let m = if m.is_finite() { m } else { T::zero() };
-        if log {
-            let ls = exp_sum(r, m).ln();
-            r.iter_mut().for_each(|x| *x = (*x - m) - ls);
-        } else {
-            r.iter_mut().for_each(|x| *x = (*x - m).exp_());
-            let inv = T::one() / row_sum(r, |e| e);
-            r.iter_mut().for_each(|x| *x = *x * inv);
-        }
-    });
+    rows_mut(
+        &mut out,
+        n,
+        #[inline(always)]
+        |r| {
+            let m = row_max(r);
+            let m = if m.is_finite() { m } else { T::zero() };
+            if log {
+                let ls = exp_sum(r, m).ln();
+                for x in r.iter_mut() {
+                    *x = (*x - m) - ls;
+                }
+            } else {
+                for x in r.iter_mut() {
+                    *x = (*x - m).exp_();
+                }
+                let inv = T::one() / row_sum(r, |e| e);
+                for x in r.iter_mut() {
+                    *x = *x * inv;
+                }
+            }
+        },
+    );
     out
 }
 
@@ -120,7 +142,9 @@ fn softmax_back_rows<T: Float + FloatExt + Send + Sync>(
     if n == 0 || out.is_empty() {
         return out;
     }
-    let f = |r: &mut [T], yr: &[T]| {
+    /// One row: `r` holds the incoming gradient and becomes the input gradient.
+    #[inline(always)]
+    fn row<T: Float + FloatExt>(r: &mut [T], yr: &[T], log: bool) {
         if log {
             // dx = g - exp(y) * sum(g)
             let s = row_sum(r, |v| v);
@@ -134,14 +158,17 @@ fn softmax_back_rows<T: Float + FloatExt + Send + Sync>(
                 *x = yv * (*x - s);
             }
         }
-    };
+    }
     let block = n * 4096usize.div_ceil(n);
     let run = |(o, yb): (&mut [T], &[T])| {
-        simd::run(|| {
-            o.chunks_mut(n)
-                .zip(yb.chunks(n))
-                .for_each(|(r, yr)| f(r, yr))
-        })
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, yr) in o.chunks_mut(n).zip(yb.chunks(n)) {
+                    row(r, yr, log)
+                }
+            },
+        )
     };
     if threads::parallel(out.len()) {
         threads::install(|| {

@@ -82,11 +82,14 @@ where
         let s = &src[a..b];
         return collect_chunks(s.len(), |off, o| {
             let n = o.len();
-            simd::run(|| {
-                for (y, &x) in o.iter_mut().zip(&s[off..off + n]) {
-                    y.write(f(x));
-                }
-            })
+            simd::run(
+                #[inline(always)]
+                || {
+                    for (y, &x) in o.iter_mut().zip(&s[off..off + n]) {
+                        y.write(f(x));
+                    }
+                },
+            )
         });
     }
     let plan = RowPlan::new(layout.dims(), [layout.strides()]);
@@ -119,11 +122,14 @@ where
         debug_assert_eq!(l.len(), r.len());
         return collect_chunks(l.len(), |off, o| {
             let n = o.len();
-            simd::run(|| {
-                for ((y, &a), &b) in o.iter_mut().zip(&l[off..off + n]).zip(&r[off..off + n]) {
-                    y.write(f(a, b));
-                }
-            })
+            simd::run(
+                #[inline(always)]
+                || {
+                    for ((y, &a), &b) in o.iter_mut().zip(&l[off..off + n]).zip(&r[off..off + n]) {
+                        y.write(f(a, b));
+                    }
+                },
+            )
         });
     }
     let plan = RowPlan::new(ll.dims(), [ll.strides(), rl.strides()]);
@@ -207,11 +213,14 @@ where
     if let (Some((a0, a1)), Some((b0, b1))) = (dl.contiguous_range(), sl.contiguous_range()) {
         let (d, s) = (&mut dst[a0..a1], &src[b0..b1]);
         let kernel = |d: &mut [T], s: &[T]| {
-            simd::run(|| {
-                for (y, &x) in d.iter_mut().zip(s) {
-                    *y = f(*y, x);
-                }
-            })
+            simd::run(
+                #[inline(always)]
+                || {
+                    for (y, &x) in d.iter_mut().zip(s) {
+                        *y = f(*y, x);
+                    }
+                },
+            )
         };
         if threads::parallel(d.len()) {
             threads::install(|| {
