@@ -19,7 +19,7 @@
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 /// `ln 2 = LN2_HI + LN2_LO`; `LN2_HI` has 9 significant bits, so `n · LN2_HI` is exact for
 /// every `|n| ≤ 150` the range reduction produces (Cody–Waite splitting).
-const LN2_HI: f32 = 0.693_359_375;
+const LN2_HI: f32 = 355.0 / 512.0;
 const LN2_LO: f32 = -2.121_944_4e-4;
 /// `1.5 · 2^23`: adding it rounds a float of magnitude < 2^22 to an integer (ties to even),
 /// and that integer can be read back from the low mantissa bits.
