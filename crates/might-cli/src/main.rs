@@ -53,6 +53,8 @@ impl DatasetName {
 pub enum ModelName {
     Mlp,
     Cnn,
+    /// The tiny CNN of the speed benchmark (`bench/torch/mlp_mnist.py --model small-cnn`).
+    SmallCnn,
 }
 
 impl ModelName {
@@ -60,6 +62,7 @@ impl ModelName {
         match self {
             ModelName::Mlp => "mlp",
             ModelName::Cnn => "cnn",
+            ModelName::SmallCnn => "small-cnn",
         }
     }
 }

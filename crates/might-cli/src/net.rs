@@ -86,6 +86,33 @@ pub fn cnn(chw: [usize; 3], classes: usize) -> std::result::Result<Box<dyn Modul
     })
 }
 
+/// The benchmark's small CNN (`../shared/bench/cnn_mnist.py`): Conv2d(c, 8, 3) → ReLU →
+/// MaxPool 2 → Conv2d(8, 16, 3) → ReLU → MaxPool 2 → Flatten → Linear(16·5·5, classes) on
+/// 28x28 inputs; ~5k parameters. Trained with plain SGD + momentum like the PyTorch script.
+pub fn small_cnn(
+    [c, h, w]: [usize; 3],
+    classes: usize,
+) -> std::result::Result<Box<dyn Module>, CliError> {
+    if h < 10 || w < 10 {
+        return Err(CliError(format!(
+            "model small-cnn needs images of at least 10x10, got {h}x{w}"
+        )));
+    }
+    let side = |n: usize| ((n - 2) / 2 - 2) / 2;
+    let cfg = Conv2dConfig::default;
+    Ok(Box::new(
+        Sequential::new()
+            .add(Conv2d::new(c, 8, 3, cfg())?)
+            .add(ReLU)
+            .add(MaxPool2d::new(2))
+            .add(Conv2d::new(8, 16, 3, cfg())?)
+            .add(ReLU)
+            .add(MaxPool2d::new(2))
+            .add(Flatten::new())
+            .add(Linear::new(16 * side(h) * side(w), classes, true)),
+    ))
+}
+
 /// Mean cross-entropy of `logits [b, c]` against class ids `targets [b]` (i64).
 pub fn cross_entropy(logits: &Tensor, targets: &Tensor) -> Result<Tensor> {
     might::nn::functional::cross_entropy(logits, targets, &Default::default())

@@ -48,6 +48,7 @@ pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<
     match kind {
         ModelName::Mlp => Ok(Box::new(crate::net::mlp(inputs, 128, classes))),
         ModelName::Cnn => crate::net::cnn(chw, classes),
+        ModelName::SmallCnn => crate::net::small_cnn(chw, classes),
     }
 }
 
@@ -90,7 +91,7 @@ fn evaluate(model: &mut dyn Module, ds: Arc<dyn Dataset>) -> Res<(f64, f64)> {
 /// and Adam for the CNNs.
 fn optimizer_name(args: &TrainArgs) -> OptimizerName {
     args.optimizer.unwrap_or(match args.model {
-        ModelName::Mlp => OptimizerName::Sgd,
+        ModelName::Mlp | ModelName::SmallCnn => OptimizerName::Sgd,
         ModelName::Cnn => OptimizerName::Adam,
     })
 }
@@ -130,7 +131,7 @@ fn make_optimizer(args: &TrainArgs, params: Vec<Tensor>) -> Res<Box<dyn Optimize
 /// for the MLP and one-cycle for the CNNs. `None` keeps the optimizer's lr.
 fn make_schedule(args: &TrainArgs, base_lr: f64, total: usize) -> Res<Option<Scheduler>> {
     let name = args.schedule.unwrap_or(match args.model {
-        ModelName::Mlp => ScheduleName::Constant,
+        ModelName::Mlp | ModelName::SmallCnn => ScheduleName::Constant,
         ModelName::Cnn => ScheduleName::Onecycle,
     });
     let total = total.max(2);
@@ -415,6 +416,7 @@ fn restore(path: &Path) -> Res<(Box<dyn Module>, DatasetName, Checkpoint)> {
     let model = match get("model")?.as_str() {
         "mlp" => ModelName::Mlp,
         "cnn" => ModelName::Cnn,
+        "small-cnn" => ModelName::SmallCnn,
         m => return Err(CliError(format!("{}: unknown model {m}", path.display()))),
     };
     let chw: Vec<usize> = get("chw")?

@@ -536,3 +536,37 @@ fn mlp_learns_xor_with_plain_gradient_descent() -> Result<()> {
     assert!(loss_v < 0.05, "loss {loss_v}");
     Ok(())
 }
+
+/// The weight gradient of a linear layer on a batch of sequences (the batch folds into one
+/// product when the rhs is shared, and a column-major rhs gets its gradient as `(g^T x)^T`)
+/// matches finite differences for row- and column-major, shared 3-D and batched rhs.
+#[test]
+fn matmul_weight_grad_folds_batch_and_keeps_layout() -> Result<()> {
+    manual_seed(2);
+    let x = Tensor::randn([2, 3, 4], DType::F64)?;
+    let w = Tensor::randn([5, 4], DType::F64)?;
+    // column-major rhs (as in a linear layer) and row-major rhs
+    gradcheck(|i| i[0].matmul(&i[1].t()?), &[x.clone(), w.clone()], gc())?;
+    let wr = Tensor::randn([4, 5], DType::F64)?;
+    gradcheck(|i| i[0].matmul(&i[1]), &[x.clone(), wr.clone()], gc())?;
+    // a 3-D rhs with a size-1 batch dim is shared too
+    let w3 = Tensor::randn([1, 4, 5], DType::F64)?;
+    gradcheck(|i| i[0].matmul(&i[1]), &[x.clone(), w3], gc())?;
+    // a batched rhs is not shared: per-batch products
+    let wb = Tensor::randn([2, 4, 5], DType::F64)?;
+    gradcheck(|i| i[0].matmul(&i[1]), &[x.clone(), wb], gc())?;
+
+    // hand-checkable sum: d/dW sum(x @ W^T) = sum over rows of x, for every output row
+    let w = Tensor::randn([5, 4], DType::F32)?.with_requires_grad();
+    let xf = x.to_dtype(DType::F32)?;
+    xf.matmul(&w.t()?)?.sum_all()?.backward()?;
+    let gw = w.grad().expect("weight grad");
+    let col: Vec<f32> = xf.reshape([6, 4])?.sum(0, false)?.to_vec()?;
+    let got: Vec<f32> = gw.to_vec()?;
+    for r in 0..5 {
+        for c in 0..4 {
+            assert!((got[r * 4 + c] - col[c]).abs() < 1e-5, "{r},{c}");
+        }
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
 // Row kernels index several parallel slices with one column index.
 #![allow(clippy::needless_range_loop)]
 
-use crate::backend::cpu::{threads, CpuDType};
+use crate::backend::cpu::{pool, threads, CpuDType};
 use crate::{Error, Result, Tensor};
 use num_traits::Float;
 use rayon::prelude::*;
@@ -81,7 +81,7 @@ pub(crate) fn layer_norm_fwd<T: Real>(
     eps: f64,
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
     let rows = x.len() / n;
-    let mut y = vec![T::f(0.0); x.len()];
+    let mut y = pool::output::<T>(x.len());
     let rpt = rows_per_task(n, rows);
     let stats = map_blocks(&mut y, rpt * n, |bi, yb| {
         let mut st = Vec::with_capacity(yb.len() / n);
@@ -131,7 +131,7 @@ pub(crate) fn layer_norm_bwd<T: Real>(
     n: usize,
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
     let rows = x.len() / n;
-    let mut dx = vec![T::f(0.0); x.len()];
+    let mut dx = pool::output::<T>(x.len());
     let rpt = rows_per_task(n, rows);
     let inv_n = T::f(1.0 / n as f64);
     let partial = map_blocks(&mut dx, rpt * n, |bi, dxb| {
@@ -207,7 +207,7 @@ pub(crate) fn batch_norm_stats<T: Real>(x: &[T], c: usize, s: usize) -> (Vec<f64
 /// `y = x·scale[ch] + shift[ch]` over `[N, C, S]` planes.
 pub(crate) fn channel_affine<T: Real>(x: &[T], scale: &[T], shift: &[T], s: usize) -> Vec<T> {
     let c = scale.len();
-    let mut y = vec![T::f(0.0); x.len()];
+    let mut y = pool::output::<T>(x.len());
     let s = s.max(1);
     let ppt = rows_per_task(s, x.len() / s);
     map_blocks(&mut y, ppt * s, |bi, yb| {
@@ -260,7 +260,7 @@ pub(crate) fn batch_norm_bwd<T: Real>(
     } else {
         (0..c).map(chan).collect()
     };
-    let mut dx = vec![T::f(0.0); x.len()];
+    let mut dx = pool::output::<T>(x.len());
     let s = s.max(1);
     let ppt = rows_per_task(s, x.len() / s);
     map_blocks(&mut dx, ppt * s, |bi, db| {

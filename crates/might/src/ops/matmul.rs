@@ -5,6 +5,36 @@ use crate::backend::cpu::CpuStorage as S;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Error, Result, Shape, Tensor};
 
+/// The gradient of `rhs` in `lhs @ rhs` for the output gradient `g`.
+///
+/// When `rhs` is shared by every batch entry (a linear layer: `[B, T, C] @ [C, D]`), the
+/// batch folds into the rows: one `[C, B·T] @ [B·T, D]` product instead of B small ones and a
+/// sum over them. And when `rhs` is stored column-major (`weight.t()` of a `[D, C]` weight) the
+/// product is computed as `(g^T @ lhs)^T`, so the gradient reaching the weight through the
+/// transpose is already contiguous and needs no copy.
+fn rhs_grad(x: &Tensor, w: &Tensor, g: &Tensor) -> Result<Tensor> {
+    let rw = w.rank();
+    let (k, n) = (w.dims()[rw - 2], w.dims()[rw - 1]);
+    let shared = w.dims()[..rw - 2].iter().all(|&d| d == 1);
+    if !shared {
+        return x.transpose(-2, -1)?.matmul(g)?.sum_to(w.shape());
+    }
+    let rows: usize = x.dims()[..x.rank() - 1].iter().product();
+    let (x2, g2) = (x.reshape([rows, k])?, g.reshape([rows, n])?);
+    let st = w.strides();
+    let col_major = k > 1 && st[rw - 2] == 1 && st[rw - 1] == k;
+    let gw = if col_major {
+        g2.t()?.matmul(&x2)?.t()?
+    } else {
+        x2.t()?.matmul(&g2)?
+    };
+    if rw == 2 {
+        Ok(gw)
+    } else {
+        gw.reshape(w.shape())
+    }
+}
+
 impl Tensor {
     /// Matrix product following `torch.matmul`: 1-D operands are promoted to matrices (and the
     /// added dim removed afterwards), leading dims broadcast as batch dims. Strided operands
@@ -107,7 +137,7 @@ impl Tensor {
                     None
                 };
                 let gb = if w.requires_grad() {
-                    Some(x.transpose(-2, -1)?.matmul(g)?.sum_to(w.shape())?)
+                    Some(rhs_grad(&x, &w, g)?)
                 } else {
                     None
                 };

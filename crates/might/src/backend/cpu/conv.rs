@@ -320,7 +320,8 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
         x.len() == g.n * chw && w.len() == g.o * klen,
         "conv2d: buffer sizes"
     );
-    let mut out = vec![T::zero(); g.n * g.o * p];
+    // every element is written: by the GEMM, or by the copy out of `tmp`
+    let mut out = super::pool::output::<T>(g.n * g.o * p);
     if out.is_empty() {
         return out;
     }
@@ -479,7 +480,7 @@ pub fn conv2d_backward<T: ConvFloat>(
     };
 
     let per = samples_per_task(g);
-    let mut gx = need_x.then(|| vec![T::zero(); g.n * chw]);
+    let mut gx = need_x.then(|| super::pool::zeroed::<T>(g.n * chw));
     let ntasks = g.n.div_ceil(per.max(1));
     let partials: Vec<Vec<T>> = if ntasks <= 1 {
         let mut part = vec![T::zero(); wlen + blen];
@@ -587,7 +588,8 @@ impl PoolGeom {
 pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i64>) {
     let (hw, ohw, w) = (g.h * g.w, g.oh * g.ow, g.w);
     assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
-    let mut vals = vec![T::zero(); g.planes * ohw];
+    // every output is written (each window holds at least one element)
+    let mut vals = super::pool::output::<T>(g.planes * ohw);
     let mut idx = vec![0i64; g.planes * ohw];
     if hw == 0 || ohw == 0 {
         return (vals, idx);
@@ -675,7 +677,7 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
         gy.len() == g.planes * ohw && idx.len() == gy.len(),
         "max_pool2d_backward"
     );
-    let mut gx = vec![T::zero(); g.planes * hw];
+    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
     if hw == 0 || ohw == 0 {
         return gx;
     }
@@ -703,7 +705,7 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
 pub fn avg_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     assert_eq!(x.len(), g.planes * hw, "avg_pool2d: buffer size");
-    let mut out = vec![T::zero(); g.planes * ohw];
+    let mut out = super::pool::zeroed::<T>(g.planes * ohw);
     let work = out.len() * g.kernel[0] * g.kernel[1];
     for_planes(x, hw, &mut out, ohw, work, |xp, op| {
         for oy in 0..g.oh {
@@ -728,7 +730,7 @@ pub fn avg_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
 pub fn avg_pool2d_backward<T: ConvFloat>(gy: &[T], g: &PoolGeom) -> Vec<T> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     assert_eq!(gy.len(), g.planes * ohw, "avg_pool2d_backward: buffer size");
-    let mut gx = vec![T::zero(); g.planes * hw];
+    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
     let work = gy.len() * g.kernel[0] * g.kernel[1];
     for_planes(gy, ohw, &mut gx, hw, work, |gp, xp| {
         for oy in 0..g.oh {
@@ -762,7 +764,7 @@ pub fn adaptive_avg_pool2d_forward<T: ConvFloat>(
     [oh, ow]: [usize; 2],
 ) -> Vec<T> {
     assert_eq!(x.len(), planes * h * w, "adaptive_avg_pool2d: buffer size");
-    let mut out = vec![T::zero(); planes * oh * ow];
+    let mut out = super::pool::zeroed::<T>(planes * oh * ow);
     let work = planes * h * w;
     for_planes(x, h * w, &mut out, oh * ow, work, |xp, op| {
         for oy in 0..oh {
@@ -790,7 +792,7 @@ pub fn adaptive_avg_pool2d_backward<T: ConvFloat>(
     [oh, ow]: [usize; 2],
 ) -> Vec<T> {
     assert_eq!(gy.len(), planes * oh * ow, "adaptive_avg_pool2d_backward");
-    let mut gx = vec![T::zero(); planes * h * w];
+    let mut gx = super::pool::zeroed::<T>(planes * h * w);
     let work = planes * h * w;
     for_planes(gy, oh * ow, &mut gx, h * w, work, |gp, xp| {
         for oy in 0..oh {
@@ -826,6 +828,67 @@ mod tests {
                             let inside = i >= 0 && (i as usize) < len;
                             assert_eq!(inside, o >= lo && o < hi, "{len} {stride} {pad} {off} {o}");
                         }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn max_pool_2x2_path_matches_general_scan() {
+        // values with ties and NaNs: the 2x2/stride-2 path must give the sequential
+        // scan's answer (first maximum, first NaN), values and indices
+        let vals = [
+            1.0f32,
+            1.0,
+            0.5,
+            f32::NAN,
+            -2.0,
+            3.0,
+            3.0,
+            0.0,
+            f32::NAN,
+            f32::NAN,
+        ];
+        let (h, w) = (6, 8);
+        let mut g = crate::Generator::new(3);
+        for trial in 0..50 {
+            let x: Vec<f32> = (0..2 * h * w)
+                .map(|_| vals[g.below(vals.len() as u64) as usize])
+                .collect();
+            let geom = PoolGeom {
+                planes: 2,
+                h,
+                w,
+                oh: h / 2,
+                ow: w / 2,
+                kernel: [2, 2],
+                stride: [2, 2],
+                padding: [0, 0],
+            };
+            let (fv, fi) = max_pool2d_forward(&x, &geom);
+            // reference: sequential scan, first maximum wins, first NaN wins
+            for p in 0..2 {
+                for oy in 0..h / 2 {
+                    for ox in 0..w / 2 {
+                        let mut best = (f32::NEG_INFINITY, 2 * oy * w + 2 * ox);
+                        'win: for iy in 2 * oy..2 * oy + 2 {
+                            for ix in 2 * ox..2 * ox + 2 {
+                                let v = x[p * h * w + iy * w + ix];
+                                if v > best.0 || v.is_nan() {
+                                    best = (v, iy * w + ix);
+                                    if v.is_nan() {
+                                        break 'win;
+                                    }
+                                }
+                            }
+                        }
+                        let o = p * (h / 2) * (w / 2) + oy * (w / 2) + ox;
+                        assert_eq!(fi[o], best.1 as i64, "trial {trial} index at {o}");
+                        assert!(
+                            fv[o] == best.0 || (fv[o].is_nan() && best.0.is_nan()),
+                            "trial {trial} value at {o}"
+                        );
                     }
                 }
             }

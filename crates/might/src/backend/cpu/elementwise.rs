@@ -3,37 +3,25 @@
 //! in-place variants of an op share the same arithmetic.
 
 use super::strided::RowPlan;
-use super::{simd, threads};
+use super::{pool, simd, threads};
 use crate::Layout;
 use rayon::prelude::*;
-use std::mem::MaybeUninit;
 
 /// Elements per parallel task of the contiguous fast paths.
 const PAR_CHUNK: usize = 1 << 14;
 
-/// A `Vec` of `n` elements filled by `fill(offset, chunk)`, which must write every element of
-/// `chunk` (the output range `offset..offset + chunk.len()`); chunks run in parallel when large.
-/// Writing into the uninitialised buffer avoids zero-filling it first, and the chunk loop is
-/// what [`simd::run`] compiles 8-wide.
-fn collect_chunks<U: Copy + Send>(
-    n: usize,
-    fill: impl Fn(usize, &mut [MaybeUninit<U>]) + Sync,
-) -> Vec<U> {
-    let mut out: Vec<U> = Vec::with_capacity(n);
-    let buf = &mut out.spare_capacity_mut()[..n];
-    if threads::parallel(n) {
+/// Run `kernel(offset, chunk)` over `out` in chunks of [`PAR_CHUNK`] (in parallel when
+/// large), each chunk inside [`simd::run`] so the kernel's loop is compiled 8-wide on AVX2.
+fn for_chunks<U: Send>(out: &mut [U], kernel: impl Fn(usize, &mut [U]) + Sync) {
+    if threads::parallel(out.len()) {
         threads::install(|| {
-            buf.par_chunks_mut(PAR_CHUNK)
+            out.par_chunks_mut(PAR_CHUNK)
                 .enumerate()
-                .for_each(|(i, c)| fill(i * PAR_CHUNK, c))
+                .for_each(|(i, c)| kernel(i * PAR_CHUNK, c))
         });
     } else {
-        fill(0, buf);
+        kernel(0, out);
     }
-    // SAFETY: `fill` wrote all `n` elements (every caller's loop zips its chunk with an
-    // input slice of the same length), and `n <= capacity`.
-    unsafe { out.set_len(n) };
-    out
 }
 
 /// Fill a contiguous `out` (of the plan's shape) row by row, in parallel when large.
@@ -75,25 +63,27 @@ fn fill_rows<U: Send, const N: usize>(
 pub fn unary_map<T, U, F>(src: &[T], layout: &Layout, f: F) -> Vec<U>
 where
     T: Copy + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
     F: Fn(T) -> U + Sync,
 {
     if let Some((a, b)) = layout.contiguous_range() {
         let s = &src[a..b];
-        return collect_chunks(s.len(), |off, o| {
-            let n = o.len();
+        let mut out = pool::output::<U>(s.len());
+        for_chunks(&mut out, |off, o| {
+            let s = &s[off..off + o.len()];
             simd::run(
                 #[inline(always)]
                 || {
-                    for (y, &x) in o.iter_mut().zip(&s[off..off + n]) {
-                        y.write(f(x));
+                    for (y, &x) in o.iter_mut().zip(s) {
+                        *y = f(x);
                     }
                 },
             )
         });
+        return out;
     }
     let plan = RowPlan::new(layout.dims(), [layout.strides()]);
-    let mut out = vec![U::default(); layout.numel()];
+    let mut out = pool::output::<U>(layout.numel());
     let st = plan.inner[0];
     fill_rows(&mut out, &plan, [layout.offset()], |o, [s0]| {
         if st == 1 {
@@ -114,26 +104,28 @@ where
 pub fn binary_map<T, U, F>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout, f: F) -> Vec<U>
 where
     T: Copy + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
     F: Fn(T, T) -> U + Sync,
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (ll.contiguous_range(), rl.contiguous_range()) {
         let (l, r) = (&lhs[a0..a1], &rhs[b0..b1]);
-        debug_assert_eq!(l.len(), r.len());
-        return collect_chunks(l.len(), |off, o| {
+        let mut out = pool::output::<U>(l.len());
+        for_chunks(&mut out, |off, o| {
             let n = o.len();
+            let (l, r) = (&l[off..off + n], &r[off..off + n]);
             simd::run(
                 #[inline(always)]
                 || {
-                    for ((y, &a), &b) in o.iter_mut().zip(&l[off..off + n]).zip(&r[off..off + n]) {
-                        y.write(f(a, b));
+                    for ((y, &a), &b) in o.iter_mut().zip(l).zip(r) {
+                        *y = f(a, b);
                     }
                 },
             )
         });
+        return out;
     }
     let plan = RowPlan::new(ll.dims(), [ll.strides(), rl.strides()]);
-    let mut out = vec![U::default(); ll.numel()];
+    let mut out = pool::output::<U>(ll.numel());
     let [sl, sr] = plan.inner;
     fill_rows(
         &mut out,
@@ -184,11 +176,11 @@ where
     A: Copy + Sync,
     B: Copy + Sync,
     C: Copy + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
     F: Fn(A, B, C) -> U + Sync,
 {
     let plan = RowPlan::new(al.dims(), [al.strides(), bl.strides(), cl.strides()]);
-    let mut out = vec![U::default(); al.numel()];
+    let mut out = pool::output::<U>(al.numel());
     let [sa, sb, sc] = plan.inner;
     fill_rows(
         &mut out,
@@ -212,7 +204,8 @@ where
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (dl.contiguous_range(), sl.contiguous_range()) {
         let (d, s) = (&mut dst[a0..a1], &src[b0..b1]);
-        let kernel = |d: &mut [T], s: &[T]| {
+        for_chunks(d, |off, d| {
+            let s = &s[off..off + d.len()];
             simd::run(
                 #[inline(always)]
                 || {
@@ -221,16 +214,7 @@ where
                     }
                 },
             )
-        };
-        if threads::parallel(d.len()) {
-            threads::install(|| {
-                d.par_chunks_mut(PAR_CHUNK)
-                    .zip(s.par_chunks(PAR_CHUNK))
-                    .for_each(|(d, s)| kernel(d, s))
-            });
-        } else {
-            kernel(d, s);
-        }
+        });
         return;
     }
     let plan = RowPlan::new(dl.dims(), [dl.strides(), sl.strides()]);
@@ -251,9 +235,14 @@ where
 }
 
 /// Gather a strided view into a new contiguous buffer.
-pub fn copy_contiguous<T: Copy + Send + Sync + Default>(src: &[T], layout: &Layout) -> Vec<T> {
+pub fn copy_contiguous<T: Copy + Send + Sync + Default + 'static>(
+    src: &[T],
+    layout: &Layout,
+) -> Vec<T> {
     if let Some((a, b)) = layout.contiguous_range() {
-        return src[a..b].to_vec();
+        let mut out = pool::output::<T>(b - a);
+        out.copy_from_slice(&src[a..b]);
+        return out;
     }
     unary_map(src, layout, |x| x)
 }

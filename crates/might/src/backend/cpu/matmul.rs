@@ -96,7 +96,8 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
     let (m, k, n) = (ll.dims()[r - 2], ll.dims()[r - 1], rl.dims()[r - 1]);
     let batch_dims = &ll.dims()[..r - 2];
     let nb: usize = batch_dims.iter().product();
-    let mut out = vec![T::default(); nb * m * n];
+    // every element is written by gemm (which does not read the destination)
+    let mut out = super::pool::output::<T>(nb * m * n);
     if out.is_empty() {
         return out;
     }

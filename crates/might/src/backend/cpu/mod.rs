@@ -4,6 +4,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
+pub mod pool;
 pub mod reduce;
 pub mod simd;
 pub mod strided;
@@ -13,7 +14,7 @@ pub mod vmath;
 use crate::{DType, WithDType};
 use half::{bf16, f16};
 
-/// A typed CPU buffer.
+/// A typed CPU buffer. Float buffers go back to the [`pool`] when dropped.
 #[derive(Clone, Debug)]
 pub enum CpuStorage {
     F32(Vec<f32>),
@@ -42,6 +43,16 @@ macro_rules! with_cpu {
     };
 }
 
+impl Drop for CpuStorage {
+    fn drop(&mut self) {
+        match self {
+            CpuStorage::F32(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::F64(v) => pool::recycle(std::mem::take(v)),
+            _ => {}
+        }
+    }
+}
+
 impl CpuStorage {
     pub fn dtype(&self) -> DType {
         match self {
@@ -64,8 +75,8 @@ impl CpuStorage {
     /// A zero-filled buffer.
     pub fn zeros(dtype: DType, n: usize) -> CpuStorage {
         match dtype {
-            DType::F32 => CpuStorage::F32(vec![0.0; n]),
-            DType::F64 => CpuStorage::F64(vec![0.0; n]),
+            DType::F32 => CpuStorage::F32(pool::zeroed(n)),
+            DType::F64 => CpuStorage::F64(pool::zeroed(n)),
             DType::F16 => CpuStorage::F16(vec![f16::ZERO; n]),
             DType::BF16 => CpuStorage::BF16(vec![bf16::ZERO; n]),
             DType::I64 => CpuStorage::I64(vec![0; n]),
