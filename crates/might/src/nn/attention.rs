@@ -3,6 +3,8 @@
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
 use super::layers::{as_param, param};
 use super::{functional, init, prefixed, Linear, Module};
+use crate::backend::cpu::simd;
+use crate::ops::softmax::{row_dot, row_max, row_sum};
 use crate::{DType, Error, Result, Tensor};
 
 /// Forward of [`causal_softmax`] on contiguous rows of `s` keys; row `r` is query
@@ -12,21 +14,25 @@ fn causal_softmax_fwd<T: Real>(x: &[T], t: usize, s: usize, scale: T, offset: us
     let mut y = vec![T::f(0.0); x.len()];
     let rpt = rows_per_task(s, rows);
     map_blocks(&mut y, rpt * s, |bi, yb| {
-        for (r, yr) in yb.chunks_mut(s).enumerate() {
-            let row = bi * rpt + r;
-            let valid = ((row % t) + offset + 1).min(s);
-            let xr = &x[row * s..row * s + valid];
-            let m = xr.iter().fold(T::neg_infinity(), |a, &b| a.max(b)) * scale;
-            let m = if m.is_finite() { m } else { T::f(0.0) };
-            let mut sum = T::f(0.0);
-            for (o, &v) in yr[..valid].iter_mut().zip(xr) {
-                let e = (v * scale - m).exp();
-                *o = e;
-                sum = sum + e;
-            }
-            let inv = T::f(1.0) / sum;
-            yr[..valid].iter_mut().for_each(|o| *o = *o * inv);
-        }
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, yr) in yb.chunks_mut(s).enumerate() {
+                    let row = bi * rpt + r;
+                    let valid = ((row % t) + offset + 1).min(s);
+                    let (xr, yr) = (&x[row * s..row * s + valid], &mut yr[..valid]);
+                    let m = row_max(xr) * scale;
+                    let m = if m.is_finite() { m } else { T::f(0.0) };
+                    for (o, &v) in yr.iter_mut().zip(xr) {
+                        *o = (v * scale - m).exp_();
+                    }
+                    let inv = T::f(1.0) / row_sum(yr, |e| e);
+                    for o in yr.iter_mut() {
+                        *o = *o * inv;
+                    }
+                }
+            },
+        )
     });
     y
 }
@@ -44,15 +50,20 @@ fn causal_softmax_bwd<T: Real>(
     let mut dx = vec![T::f(0.0); y.len()];
     let rpt = rows_per_task(s, rows);
     map_blocks(&mut dx, rpt * s, |bi, db| {
-        for (r, dr) in db.chunks_mut(s).enumerate() {
-            let row = bi * rpt + r;
-            let valid = ((row % t) + offset + 1).min(s);
-            let (gr, yr) = (&g[row * s..row * s + valid], &y[row * s..row * s + valid]);
-            let dot: T = gr.iter().zip(yr).map(|(&a, &b)| a * b).sum();
-            for ((o, &gv), &yv) in dr[..valid].iter_mut().zip(gr).zip(yr) {
-                *o = scale * yv * (gv - dot);
-            }
-        }
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, dr) in db.chunks_mut(s).enumerate() {
+                    let row = bi * rpt + r;
+                    let valid = ((row % t) + offset + 1).min(s);
+                    let (gr, yr) = (&g[row * s..row * s + valid], &y[row * s..row * s + valid]);
+                    let dot = row_dot(gr, yr);
+                    for ((o, &gv), &yv) in dr[..valid].iter_mut().zip(gr).zip(yr) {
+                        *o = scale * yv * (gv - dot);
+                    }
+                }
+            },
+        )
     });
     dx
 }

@@ -9,7 +9,9 @@ use num_traits::Float;
 use rayon::prelude::*;
 
 /// Float element types the fused kernels run natively (others compute through f32).
-pub(crate) trait Real: Float + CpuDType + Send + Sync + std::iter::Sum {
+pub(crate) trait Real:
+    Float + CpuDType + Send + Sync + std::iter::Sum + crate::ops::unary::FloatExt
+{
     /// As f64 (named to avoid the clash between `WithDType` and `ToPrimitive`).
     fn d(self) -> f64 {
         crate::WithDType::to_f64(self)

@@ -1,75 +1,185 @@
 //! softmax / log_softmax along a dim: one fused, numerically stable pass per row (max, then
 //! exp-sum, then normalise), and fused backward kernels.
 
-use crate::backend::cpu::threads;
 use crate::backend::cpu::CpuStorage as S;
+use crate::backend::cpu::{simd, threads};
+use crate::ops::unary::FloatExt;
 use crate::shape::normalize_dim;
 use crate::{Result, Tensor};
+use num_traits::Float;
 use rayon::prelude::*;
 
+/// Independent accumulators in the row reductions: a fixed-width array the compiler keeps in
+/// one vector register, where a single running `f32` sum could not be vectorised.
+const LANES: usize = 8;
+
+/// Largest element of a row, ignoring NaN (a NaN still poisons the row through `exp`).
+#[inline(always)]
+pub(crate) fn row_max<T: Float>(r: &[T]) -> T {
+    let mut acc = [T::neg_infinity(); LANES];
+    let mut it = r.chunks_exact(LANES);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    let m = it
+        .remainder()
+        .iter()
+        .fold(T::neg_infinity(), |a, &v| if v > a { v } else { a });
+    acc.iter().fold(m, |a, &v| if v > a { v } else { a })
+}
+
+/// Sum of `f(r[i])` over a row, in `LANES` interleaved partial sums.
+#[inline(always)]
+pub(crate) fn row_sum<T: Float>(r: &[T], f: impl Fn(T) -> T) -> T {
+    let mut acc = [T::zero(); LANES];
+    let mut it = r.chunks_exact(LANES);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = *a + f(v);
+        }
+    }
+    let s = it.remainder().iter().fold(T::zero(), |a, &v| a + f(v));
+    acc.iter().fold(s, |a, &v| a + v)
+}
+
+/// `Σ a[i]·b[i]` in `LANES` interleaved partial sums.
+#[inline(always)]
+pub(crate) fn row_dot<T: Float>(a: &[T], b: &[T]) -> T {
+    let mut acc = [T::zero(); LANES];
+    let (mut ac, mut bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for (a8, b8) in (&mut ac).zip(&mut bc) {
+        for ((s, &x), &y) in acc.iter_mut().zip(a8).zip(b8) {
+            *s = *s + x * y;
+        }
+    }
+    let tail = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .fold(T::zero(), |s, (&x, &y)| s + x * y);
+    acc.iter().fold(tail, |s, &v| s + v)
+}
+
+/// Sum of `exp(r[i] - m)` without storing the exponentials: they go through a small stack
+/// buffer so the `exp` loop vectorises.
+#[inline(always)]
+pub(crate) fn exp_sum<T: Float + FloatExt>(r: &[T], m: T) -> T {
+    let mut buf = [T::zero(); 64];
+    let mut s = T::zero();
+    for c in r.chunks(64) {
+        let b = &mut buf[..c.len()];
+        for (e, &v) in b.iter_mut().zip(c) {
+            *e = (v - m).exp_();
+        }
+        s = s + row_sum(b, |e| e);
+    }
+    s
+}
+
+/// Run `f` on each row of `n` elements (rows in parallel when large), the rows of one task
+/// inside [`simd::run`].
 fn rows_mut<T: Send>(out: &mut [T], n: usize, f: impl Fn(&mut [T]) + Sync + Send) {
-    if n == 0 {
+    if n == 0 || out.is_empty() {
         return;
     }
+    let block = n * 4096usize.div_ceil(n);
+    let run = |o: &mut [T]| {
+        simd::run(
+            #[inline(always)]
+            || {
+                // a plain loop with a direct call: `for_each(&f)` would go through the
+                // `&F: FnMut` forwarder, which LLVM does not inline into the AVX2 function
+                for r in o.chunks_mut(n) {
+                    f(r)
+                }
+            },
+        )
+    };
     if threads::parallel(out.len()) {
-        threads::install(|| out.par_chunks_mut(n).for_each(&f));
+        threads::install(|| out.par_chunks_mut(block).for_each(run));
     } else {
-        out.chunks_mut(n).for_each(f);
+        run(out);
     }
 }
 
-macro_rules! softmax_rows {
-    ($t:ty, $data:expr, $n:expr, $log:expr) => {{
-        let mut out: Vec<$t> = $data;
-        rows_mut(&mut out, $n, |r| {
-            let m = r.iter().fold(<$t>::NEG_INFINITY, |a, &b| a.max(b));
-            let m = if m.is_finite() { m } else { 0.0 };
-            let mut s: $t = 0.0;
-            for x in r.iter_mut() {
-                *x -= m;
-                s += x.exp();
-            }
-            if $log {
-                let ls = s.ln();
-                r.iter_mut().for_each(|x| *x -= ls);
+/// softmax / log_softmax of rows of `n` in place: max, then the exponentials, then normalise.
+fn softmax_rows<T: Float + FloatExt + Send + Sync>(mut out: Vec<T>, n: usize, log: bool) -> Vec<T> {
+    rows_mut(
+        &mut out,
+        n,
+        #[inline(always)]
+        |r| {
+            let m = row_max(r);
+            let m = if m.is_finite() { m } else { T::zero() };
+            if log {
+                let ls = exp_sum(r, m).ln();
+                for x in r.iter_mut() {
+                    *x = (*x - m) - ls;
+                }
             } else {
-                let inv = 1.0 / s;
-                r.iter_mut().for_each(|x| *x = x.exp() * inv);
+                for x in r.iter_mut() {
+                    *x = (*x - m).exp_();
+                }
+                let inv = T::one() / row_sum(r, |e| e);
+                for x in r.iter_mut() {
+                    *x = *x * inv;
+                }
             }
-        });
-        out
-    }};
+        },
+    );
+    out
 }
 
-macro_rules! softmax_back_rows {
-    ($t:ty, $g:expr, $y:expr, $n:expr, $log:expr) => {{
-        let y: &[$t] = $y;
-        let mut out: Vec<$t> = $g;
-        let n = $n;
-        let f = |(r, yr): (&mut [$t], &[$t])| {
-            if $log {
-                // dx = g - exp(y) * sum(g)
-                let s: $t = r.iter().sum();
-                for (x, &yv) in r.iter_mut().zip(yr) {
-                    *x -= yv.exp() * s;
-                }
-            } else {
-                // dx = y * (g - sum(g * y))
-                let s: $t = r.iter().zip(yr).map(|(a, b)| a * b).sum();
-                for (x, &yv) in r.iter_mut().zip(yr) {
-                    *x = yv * (*x - s);
-                }
+/// Backward of [`softmax_rows`] given the output `y`, overwriting the gradient `g` rows.
+fn softmax_back_rows<T: Float + FloatExt + Send + Sync>(
+    mut out: Vec<T>,
+    y: &[T],
+    n: usize,
+    log: bool,
+) -> Vec<T> {
+    if n == 0 || out.is_empty() {
+        return out;
+    }
+    /// One row: `r` holds the incoming gradient and becomes the input gradient.
+    #[inline(always)]
+    fn row<T: Float + FloatExt>(r: &mut [T], yr: &[T], log: bool) {
+        if log {
+            // dx = g - exp(y) * sum(g)
+            let s = row_sum(r, |v| v);
+            for (x, &yv) in r.iter_mut().zip(yr) {
+                *x = *x - yv.exp_() * s;
             }
-        };
-        if n > 0 {
-            if threads::parallel(out.len()) {
-                threads::install(|| out.par_chunks_mut(n).zip(y.par_chunks(n)).for_each(f));
-            } else {
-                out.chunks_mut(n).zip(y.chunks(n)).for_each(f);
+        } else {
+            // dx = y * (g - sum(g * y))
+            let s = row_dot(r, yr);
+            for (x, &yv) in r.iter_mut().zip(yr) {
+                *x = yv * (*x - s);
             }
         }
-        out
-    }};
+    }
+    let block = n * 4096usize.div_ceil(n);
+    let run = |(o, yb): (&mut [T], &[T])| {
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, yr) in o.chunks_mut(n).zip(yb.chunks(n)) {
+                    row(r, yr, log)
+                }
+            },
+        )
+    };
+    if threads::parallel(out.len()) {
+        threads::install(|| {
+            out.par_chunks_mut(block)
+                .zip(y.par_chunks(block))
+                .for_each(run)
+        });
+    } else {
+        run((&mut out, y));
+    }
+    out
 }
 
 impl Tensor {
@@ -95,17 +205,15 @@ impl Tensor {
         let n = x.dims()[x.rank() - 1];
         let s = x.storage();
         let out = match s.cpu() {
-            S::F32(v) => S::F32(softmax_rows!(
-                f32,
+            S::F32(v) => S::F32(softmax_rows(
                 v[x.storage_offset()..x.storage_offset() + x.numel()].to_vec(),
                 n,
-                log
+                log,
             )),
-            S::F64(v) => S::F64(softmax_rows!(
-                f64,
+            S::F64(v) => S::F64(softmax_rows(
                 v[x.storage_offset()..x.storage_offset() + x.numel()].to_vec(),
                 n,
-                log
+                log,
             )),
             _ => {
                 drop(s);
@@ -155,19 +263,17 @@ fn softmax_backward(g: &Tensor, y: &Tensor, d: usize, log: bool) -> Result<Tenso
     let (go, yo) = (g2.storage_offset(), y2.storage_offset());
     let len = y2.numel();
     let out = match (sg.cpu(), sy.cpu()) {
-        (S::F32(gv), S::F32(yv)) => S::F32(softmax_back_rows!(
-            f32,
+        (S::F32(gv), S::F32(yv)) => S::F32(softmax_back_rows(
             gv[go..go + len].to_vec(),
             &yv[yo..yo + len],
             n,
-            log
+            log,
         )),
-        (S::F64(gv), S::F64(yv)) => S::F64(softmax_back_rows!(
-            f64,
+        (S::F64(gv), S::F64(yv)) => S::F64(softmax_back_rows(
             gv[go..go + len].to_vec(),
             &yv[yo..yo + len],
             n,
-            log
+            log,
         )),
         _ => {
             return Err(crate::Error::dtype(

@@ -1,12 +1,10 @@
 //! Unary float ops and their derivatives.
+//!
+//! f32 (and f16/bf16, computed in f32) use the vectorisable approximations of
+//! [`vmath`]; f64 uses libm, since f64 is what gradient checks run in.
 
+use crate::backend::cpu::vmath;
 use crate::{map_float, zip_float, Result, Tensor};
-
-/// erf in f32 via libm (accurate to the last bit; speed is fine for activation sizes).
-#[inline]
-fn erf32(x: f32) -> f32 {
-    libm::erff(x)
-}
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 const INV_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
@@ -14,14 +12,39 @@ const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
 
 /// Generic float helpers so one closure body serves f32 and f64.
 pub(crate) trait FloatExt: Copy {
-    fn erf_(self) -> Self;
+    /// `e^x`
+    fn exp_(self) -> Self;
+    /// `tanh x`
+    fn tanh_(self) -> Self;
+    /// `1 / (1 + e^-x)`
+    fn sigmoid_(self) -> Self;
+    /// exact GELU `x·Φ(x)`
+    fn gelu_(self) -> Self;
+    /// its derivative `Φ(x) + x·φ(x)`
+    fn gelu_grad_(self) -> Self;
     /// The constant `v` in this value's type (lets one closure body serve f32 and f64).
     fn k(self, v: f64) -> Self;
 }
 impl FloatExt for f32 {
     #[inline(always)]
-    fn erf_(self) -> f32 {
-        erf32(self)
+    fn exp_(self) -> f32 {
+        vmath::exp(self)
+    }
+    #[inline(always)]
+    fn tanh_(self) -> f32 {
+        vmath::tanh(self)
+    }
+    #[inline(always)]
+    fn sigmoid_(self) -> f32 {
+        vmath::sigmoid(self)
+    }
+    #[inline(always)]
+    fn gelu_(self) -> f32 {
+        vmath::gelu(self)
+    }
+    #[inline(always)]
+    fn gelu_grad_(self) -> f32 {
+        vmath::gelu_grad(self)
     }
     #[inline(always)]
     fn k(self, v: f64) -> f32 {
@@ -30,18 +53,32 @@ impl FloatExt for f32 {
 }
 impl FloatExt for f64 {
     #[inline(always)]
-    fn erf_(self) -> f64 {
-        libm::erf(self)
+    fn exp_(self) -> f64 {
+        self.exp()
+    }
+    #[inline(always)]
+    fn tanh_(self) -> f64 {
+        self.tanh()
+    }
+    #[inline(always)]
+    fn sigmoid_(self) -> f64 {
+        1.0 / (1.0 + (-self).exp())
+    }
+    // Φ(x) via erfc, not `(1 + erf(x/√2))/2`: the latter cancels to 0 for x < -8.
+    #[inline(always)]
+    fn gelu_(self) -> f64 {
+        0.5 * self * libm::erfc(-self * INV_SQRT_2)
+    }
+    #[inline(always)]
+    fn gelu_grad_(self) -> f64 {
+        let cdf = 0.5 * libm::erfc(-self * INV_SQRT_2);
+        let pdf = INV_SQRT_2PI * (-0.5 * self * self).exp();
+        cdf + self * pdf
     }
     #[inline(always)]
     fn k(self, v: f64) -> f64 {
         v
     }
-}
-
-#[inline(always)]
-fn sigmoid<T: num_traits::Float + FloatExt>(x: T) -> T {
-    T::one() / (T::one() + (-x).exp())
 }
 
 macro_rules! unary {
@@ -70,7 +107,7 @@ impl Tensor {
         abs, "AbsBackward", |x| x.abs(),
         backward(g, x, _y) zip_float!("abs", g, x, |g, x| if x > 0.0 { g } else if x < 0.0 { -g } else { 0.0 }));
     unary!(/// `e^x`
-        exp, "ExpBackward", |x| x.exp(), backward(g, _x, y) g.mul(y));
+        exp, "ExpBackward", |x| x.exp_(), backward(g, _x, y) g.mul(y));
     unary!(/// natural log
         log, "LogBackward", |x| x.ln(), backward(g, x, _y) g.div(x));
     unary!(/// `ln(1 + x)`, accurate near 0
@@ -89,42 +126,38 @@ impl Tensor {
         cos, "CosBackward", |x| x.cos(),
         backward(g, x, _y) zip_float!("cos", g, x, |g, x| -g * x.sin()));
     unary!(/// hyperbolic tangent
-        tanh, "TanhBackward", |x| x.tanh(),
+        tanh, "TanhBackward", |x| x.tanh_(),
         backward(g, _x, y) zip_float!("tanh", g, y, |g, y| g * (1.0 - y * y)));
     unary!(/// logistic sigmoid `1 / (1 + e^-x)`
-        sigmoid, "SigmoidBackward", |x| sigmoid(x),
+        sigmoid, "SigmoidBackward", |x| x.sigmoid_(),
         backward(g, _x, y) zip_float!("sigmoid", g, y, |g, y| g * y * (1.0 - y)));
     unary!(/// `max(x, 0)`
         relu, "ReluBackward", |x| if x > 0.0 { x } else { 0.0 },
         backward(g, _x, y) zip_float!("relu", g, y, |g, y| if y > 0.0 { g } else { 0.0 }));
     unary!(/// GELU, exact form `x * Φ(x)` (PyTorch's default)
-    gelu, "GeluBackward", |x| 0.5 * x * (1.0 + (x * x.k(INV_SQRT_2)).erf_()),
-    backward(g, x, _y) zip_float!("gelu", g, x, |g, x| {
-        let cdf = 0.5 * (1.0 + (x * x.k(INV_SQRT_2)).erf_());
-        let pdf = x.k(INV_SQRT_2PI) * (-0.5 * x * x).exp();
-        g * (cdf + x * pdf)
-    }));
+    gelu, "GeluBackward", |x| x.gelu_(),
+    backward(g, x, _y) zip_float!("gelu", g, x, |g, x| g * x.gelu_grad_()));
     unary!(/// GELU, tanh approximation (`approximate='tanh'`)
     gelu_tanh, "GeluBackward", |x| {
         let k = x.k(SQRT_2_OVER_PI);
-        0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+        0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh_())
     },
     backward(g, x, _y) zip_float!("gelu_tanh", g, x, |g, x| {
         let k = x.k(SQRT_2_OVER_PI);
         let inner = k * (x + 0.044715 * x * x * x);
-        let t = inner.tanh();
+        let t = inner.tanh_();
         let dinner = k * (1.0 + 3.0 * 0.044715 * x * x);
         g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * dinner)
     }));
     unary!(/// SiLU / swish `x * sigmoid(x)`
-    silu, "SiluBackward", |x| x * sigmoid(x),
+    silu, "SiluBackward", |x| x * x.sigmoid_(),
     backward(g, x, _y) zip_float!("silu", g, x, |g, x| {
-        let s = sigmoid(x);
+        let s = x.sigmoid_();
         g * (s + x * s * (1.0 - s))
     }));
     unary!(/// softplus `ln(1 + e^x)` (linear above 20, like PyTorch)
         softplus, "SoftplusBackward", |x| if x > 20.0 { x } else { x.exp().ln_1p() },
-        backward(g, x, _y) zip_float!("softplus", g, x, |g, x| if x > 20.0 { g } else { g * sigmoid(x) }));
+        backward(g, x, _y) zip_float!("softplus", g, x, |g, x| if x > 20.0 { g } else { g * x.sigmoid_() }));
     unary!(/// `x * x`
         square, "PowBackward", |x| x * x,
         backward(g, x, _y) zip_float!("square", g, x, |g, x| 2.0 * g * x));

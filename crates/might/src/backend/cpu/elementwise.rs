@@ -2,11 +2,27 @@
 //! update a strided output in place. The per-element function is passed in, so allocating and
 //! in-place variants of an op share the same arithmetic.
 
-use super::pool;
 use super::strided::RowPlan;
-use super::threads;
+use super::{pool, simd, threads};
 use crate::Layout;
 use rayon::prelude::*;
+
+/// Elements per parallel task of the contiguous fast paths.
+const PAR_CHUNK: usize = 1 << 14;
+
+/// Run `kernel(offset, chunk)` over `out` in chunks of [`PAR_CHUNK`] (in parallel when
+/// large), each chunk inside [`simd::run`] so the kernel's loop is compiled 8-wide on AVX2.
+fn for_chunks<U: Send>(out: &mut [U], kernel: impl Fn(usize, &mut [U]) + Sync) {
+    if threads::parallel(out.len()) {
+        threads::install(|| {
+            out.par_chunks_mut(PAR_CHUNK)
+                .enumerate()
+                .for_each(|(i, c)| kernel(i * PAR_CHUNK, c))
+        });
+    } else {
+        kernel(0, out);
+    }
+}
 
 /// Fill a contiguous `out` (of the plan's shape) row by row, in parallel when large.
 fn fill_rows<U: Send, const N: usize>(
@@ -53,18 +69,17 @@ where
     if let Some((a, b)) = layout.contiguous_range() {
         let s = &src[a..b];
         let mut out = pool::output::<U>(s.len());
-        if threads::parallel(s.len()) {
-            threads::install(|| {
-                out.par_iter_mut()
-                    .with_min_len(4096)
-                    .zip(s.par_iter())
-                    .for_each(|(y, &x)| *y = f(x))
-            });
-        } else {
-            for (y, &x) in out.iter_mut().zip(s) {
-                *y = f(x);
-            }
-        }
+        for_chunks(&mut out, |off, o| {
+            let s = &s[off..off + o.len()];
+            simd::run(
+                #[inline(always)]
+                || {
+                    for (y, &x) in o.iter_mut().zip(s) {
+                        *y = f(x);
+                    }
+                },
+            )
+        });
         return out;
     }
     let plan = RowPlan::new(layout.dims(), [layout.strides()]);
@@ -95,18 +110,18 @@ where
     if let (Some((a0, a1)), Some((b0, b1))) = (ll.contiguous_range(), rl.contiguous_range()) {
         let (l, r) = (&lhs[a0..a1], &rhs[b0..b1]);
         let mut out = pool::output::<U>(l.len());
-        if threads::parallel(l.len()) {
-            threads::install(|| {
-                out.par_iter_mut()
-                    .with_min_len(4096)
-                    .zip(l.par_iter().zip(r.par_iter()))
-                    .for_each(|(o, (&x, &y))| *o = f(x, y))
-            });
-        } else {
-            for ((o, &x), &y) in out.iter_mut().zip(l).zip(r) {
-                *o = f(x, y);
-            }
-        }
+        for_chunks(&mut out, |off, o| {
+            let n = o.len();
+            let (l, r) = (&l[off..off + n], &r[off..off + n]);
+            simd::run(
+                #[inline(always)]
+                || {
+                    for ((y, &a), &b) in o.iter_mut().zip(l).zip(r) {
+                        *y = f(a, b);
+                    }
+                },
+            )
+        });
         return out;
     }
     let plan = RowPlan::new(ll.dims(), [ll.strides(), rl.strides()]);
@@ -189,18 +204,17 @@ where
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (dl.contiguous_range(), sl.contiguous_range()) {
         let (d, s) = (&mut dst[a0..a1], &src[b0..b1]);
-        if threads::parallel(d.len()) {
-            threads::install(|| {
-                d.par_iter_mut()
-                    .with_min_len(4096)
-                    .zip(s.par_iter())
-                    .for_each(|(y, &x)| *y = f(*y, x))
-            });
-        } else {
-            for (y, &x) in d.iter_mut().zip(s) {
-                *y = f(*y, x);
-            }
-        }
+        for_chunks(d, |off, d| {
+            let s = &s[off..off + d.len()];
+            simd::run(
+                #[inline(always)]
+                || {
+                    for (y, &x) in d.iter_mut().zip(s) {
+                        *y = f(*y, x);
+                    }
+                },
+            )
+        });
         return;
     }
     let plan = RowPlan::new(dl.dims(), [dl.strides(), sl.strides()]);

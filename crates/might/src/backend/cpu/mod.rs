@@ -6,8 +6,10 @@ pub mod index;
 pub mod matmul;
 pub mod pool;
 pub mod reduce;
+pub mod simd;
 pub mod strided;
 pub mod threads;
+pub mod vmath;
 
 use crate::{DType, WithDType};
 use half::{bf16, f16};

@@ -1,0 +1,67 @@
+//! Runtime dispatch to an AVX2+FMA build of a kernel loop.
+//!
+//! The crate is compiled for baseline x86-64 (SSE2) so the binary runs on any x86-64 CPU.
+//! [`run`] calls a closure from inside a `#[target_feature(enable = "avx2,fma")]` function when
+//! the CPU has those features: the closure (and the `#[inline]` helpers it calls, such as
+//! [`super::vmath`]) inline into it, so LLVM compiles the whole loop 8-wide. Elsewhere, and
+//! on other architectures, the closure simply runs.
+//!
+//! Kernels run this way must not use `mul_add`: FMA contraction would make the two paths
+//! round differently. With plain mul/add both paths give bit-identical results (tested).
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+mod imp {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    /// 0 = not probed yet, 1 = no AVX2+FMA, 2 = AVX2+FMA.
+    static LEVEL: AtomicU8 = AtomicU8::new(0);
+
+    /// Whether the CPU has AVX2 and FMA (probed once, then cached).
+    #[inline]
+    pub fn has_avx2() -> bool {
+        match LEVEL.load(Ordering::Relaxed) {
+            0 => {
+                let yes = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+                LEVEL.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+            l => l == 2,
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn call_avx2<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    #[inline]
+    pub fn run<R>(f: impl FnOnce() -> R) -> R {
+        if has_avx2() {
+            // SAFETY: `call_avx2` only requires that the CPU supports AVX2 and FMA, which
+            // `has_avx2` has just checked with `is_x86_feature_detected!`.
+            unsafe { call_avx2(f) }
+        } else {
+            f()
+        }
+    }
+}
+
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+mod imp {
+    /// No x86 SIMD dispatch on this architecture.
+    #[inline]
+    pub fn has_avx2() -> bool {
+        false
+    }
+
+    #[inline]
+    pub fn run<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
+/// Whether [`run`] takes the AVX2+FMA path on this CPU.
+pub use imp::has_avx2;
+
+/// Run `f`, compiled for AVX2+FMA when the CPU has them (see the module docs).
+pub use imp::run;
