@@ -3,7 +3,7 @@
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
 use super::layers::{as_param, param};
 use super::{functional, init, prefixed, Linear, Module};
-use crate::backend::cpu::simd;
+use crate::backend::cpu::{pool, simd};
 use crate::ops::softmax::{row_dot, row_max, row_sum};
 use crate::{DType, Error, Result, Tensor};
 
@@ -11,7 +11,8 @@ use crate::{DType, Error, Result, Tensor};
 /// `r % t`, which sees keys `0..=query + offset`.
 fn causal_softmax_fwd<T: Real>(x: &[T], t: usize, s: usize, scale: T, offset: usize) -> Vec<T> {
     let rows = x.len() / s;
-    let mut y = vec![T::f(0.0); x.len()];
+    // masked (future) positions stay zero
+    let mut y = pool::zeroed::<T>(x.len());
     let rpt = rows_per_task(s, rows);
     map_blocks(&mut y, rpt * s, |bi, yb| {
         simd::run(
@@ -47,7 +48,7 @@ fn causal_softmax_bwd<T: Real>(
     offset: usize,
 ) -> Vec<T> {
     let rows = y.len() / s;
-    let mut dx = vec![T::f(0.0); y.len()];
+    let mut dx = pool::zeroed::<T>(y.len());
     let rpt = rows_per_task(s, rows);
     map_blocks(&mut dx, rpt * s, |bi, db| {
         simd::run(

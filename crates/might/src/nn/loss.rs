@@ -4,7 +4,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
-use crate::backend::cpu::simd;
+use crate::backend::cpu::{pool, simd};
 use crate::ops::softmax::{exp_sum, row_max};
 use crate::{DType, Error, Result, Tensor};
 
@@ -181,7 +181,8 @@ fn ce_backward<T: Real>(
         Target::Prob(p) => Some(p.to_vec::<T>()?),
         Target::Index(_) => None,
     };
-    let mut dx = vec![T::f(0.0); x.len()];
+    // ignored rows stay zero
+    let mut dx = pool::zeroed::<T>(x.len());
     let rpt = rows_per_task(c, rows);
     let keep = T::f(1.0 - eps);
     // class weights (ones when absent), and the smoothing mass each class receives

@@ -2,7 +2,7 @@
 //! exp-sum, then normalise), and fused backward kernels.
 
 use crate::backend::cpu::CpuStorage as S;
-use crate::backend::cpu::{simd, threads};
+use crate::backend::cpu::{pool, simd, threads};
 use crate::ops::unary::FloatExt;
 use crate::shape::normalize_dim;
 use crate::{Result, Tensor};
@@ -206,12 +206,12 @@ impl Tensor {
         let s = x.storage();
         let out = match s.cpu() {
             S::F32(v) => S::F32(softmax_rows(
-                v[x.storage_offset()..x.storage_offset() + x.numel()].to_vec(),
+                pool::copied(&v[x.storage_offset()..x.storage_offset() + x.numel()]),
                 n,
                 log,
             )),
             S::F64(v) => S::F64(softmax_rows(
-                v[x.storage_offset()..x.storage_offset() + x.numel()].to_vec(),
+                pool::copied(&v[x.storage_offset()..x.storage_offset() + x.numel()]),
                 n,
                 log,
             )),
@@ -264,13 +264,13 @@ fn softmax_backward(g: &Tensor, y: &Tensor, d: usize, log: bool) -> Result<Tenso
     let len = y2.numel();
     let out = match (sg.cpu(), sy.cpu()) {
         (S::F32(gv), S::F32(yv)) => S::F32(softmax_back_rows(
-            gv[go..go + len].to_vec(),
+            pool::copied(&gv[go..go + len]),
             &yv[yo..yo + len],
             n,
             log,
         )),
         (S::F64(gv), S::F64(yv)) => S::F64(softmax_back_rows(
-            gv[go..go + len].to_vec(),
+            pool::copied(&gv[go..go + len]),
             &yv[yo..yo + len],
             n,
             log,

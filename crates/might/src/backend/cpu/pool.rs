@@ -11,8 +11,10 @@
 //! [`zeroed`] clears it first for those that accumulate.
 //!
 //! Bounded: buffers under [`MIN_BYTES`] are left to malloc (its bins already reuse them fast);
-//! the cache holds at most [`cache_limit`] bytes and is emptied when a new buffer would
-//! overflow it (so a change of working set, e.g. train → eval sizes, cannot pin stale memory).
+//! a length's bin keeps at most as many buffers as kernels ever asked for at once without
+//! finding one (so buffers freed by paths that allocate elsewhere do not pile up); the cache
+//! holds at most [`cache_limit`] bytes and drops its buffers when a new one would overflow it
+//! (so a change of working set, e.g. train → eval sizes, cannot pin stale memory).
 //! [`empty_cache`] frees everything now.
 
 use std::any::{Any, TypeId};
@@ -105,6 +107,9 @@ impl Pooled for f64 {
     }
 }
 
+/// The free buffers of one bin.
+type Freed<T> = Vec<Vec<T>>;
+
 fn bytes_of<T>(len: usize) -> usize {
     len * std::mem::size_of::<T>()
 }
@@ -147,6 +152,13 @@ pub fn output<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
     vec![T::default(); len]
 }
 
+/// A copy of `src` in a (possibly reused) buffer: `src.to_vec()` without the fresh pages.
+pub fn copied<T: Copy + Default + 'static>(src: &[T]) -> Vec<T> {
+    let mut v = output::<T>(src.len());
+    v.copy_from_slice(src);
+    v
+}
+
 /// A zero-filled buffer of `len` elements.
 pub fn zeroed<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
     let mut v = output::<T>(len);
@@ -163,7 +175,7 @@ pub fn recycle<T: Pooled>(v: Vec<T>) {
         return; // small: malloc is fast; huge: one buffer may not take over the cache
     }
     // buffers dropped when the cache overflows, freed after the lock is released
-    let mut evicted: (Vec<Vec<Vec<f32>>>, Vec<Vec<Vec<f64>>>) = Default::default();
+    let mut evicted: (Vec<Freed<f32>>, Vec<Freed<f64>>) = Default::default();
     if let Ok(mut g) = BINS.lock() {
         let b = g.get_or_insert_with(Bins::default);
         match T::bins(b).get(&v.len()) {
