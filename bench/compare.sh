@@ -14,4 +14,4 @@ if ! "$VENV/bin/python" -c "import torch, numpy" 2>/dev/null; then
         || "$VENV/bin/pip" install --quiet torch numpy
 fi
 cargo build --release -p might-cli >&2
-exec "$VENV/bin/python" bench/compare.py --might target/release/might --python "$VENV/bin/python" "$@"
+exec "$VENV/bin/python" bench/compare.py --might "${CARGO_TARGET_DIR:-target}/release/might" --python "$VENV/bin/python" "$@"
