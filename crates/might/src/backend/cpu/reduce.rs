@@ -2,10 +2,11 @@
 //!
 //! The output is contiguous over the kept dims. Two loop shapes cover the cases that matter:
 //! - reduced dims innermost ("row" reductions: softmax, mean over features): each output walks
-//!   its reduced block with a `RowPlan`, contiguous rows use an 8-lane accumulator;
+//!   its reduced block with a `RowPlan`, contiguous rows use a 32-lane accumulator;
 //! - reduced dims outermost on a contiguous tensor (bias gradients, batch sums): whole rows are
 //!   folded into the output vector, a vectorisable loop.
 
+use super::simd;
 use super::strided::RowPlan;
 use super::threads;
 use crate::Layout;
@@ -27,6 +28,12 @@ pub trait Reducer<T>: Sync {
             acc = self.step(acc, x, idx0 + j);
         }
         acc
+    }
+    /// Combine two partial results of one output (lets a full reduction split across
+    /// threads). `None` (the default): the reducer can only fold sequentially.
+    #[inline]
+    fn merge(&self, _a: Self::Acc, _b: Self::Acc) -> Option<Self::Acc> {
+        None
     }
 }
 
@@ -78,6 +85,27 @@ where
         return out;
     }
 
+    // One output over a large contiguous block (`sum_all`): split the block across threads
+    // when the reducer can merge partial results.
+    if n_out == 1 && layout.is_contiguous() && threads::parallel(layout.numel()) {
+        let base = &src[layout.offset()..layout.offset() + layout.numel()];
+        let chunk = base.len().div_ceil(threads::get_num_threads() * 4);
+        let probe = r.init();
+        if r.merge(probe, probe).is_some() {
+            let parts: Vec<R::Acc> = threads::install(|| {
+                base.par_chunks(chunk)
+                    .enumerate()
+                    .map(|(i, c)| r.row(r.init(), c, i * chunk))
+                    .collect()
+            });
+            let mut acc = r.init();
+            for p in parts {
+                acc = r.merge(acc, p).unwrap_or(acc);
+            }
+            return vec![acc];
+        }
+    }
+
     let inner = RowPlan::new(&rd, [&rs]);
     let fold_one = |base: usize| -> R::Acc {
         let mut acc = r.init();
@@ -114,7 +142,7 @@ where
     }
 }
 
-/// Sum with an 8-lane accumulator on contiguous rows (vectorised, and more accurate than a
+/// Sum with a 32-lane accumulator on contiguous rows (vectorised, and more accurate than a
 /// single running sum).
 pub struct Sum;
 
@@ -129,24 +157,35 @@ macro_rules! float_sum {
             fn step(&self, acc: $t, x: $t, _: usize) -> $t {
                 acc + x
             }
+            /// 32 independent lanes (four 8-wide vectors, so the adds are not latency-bound),
+            /// run through the AVX2 dispatch.
             #[inline]
             fn row(&self, acc: $t, xs: &[$t], _: usize) -> $t {
-                let mut lanes = [0.0 as $t; 8];
-                let chunks = xs.chunks_exact(8);
-                let tail = chunks.remainder();
-                for c in chunks {
-                    for k in 0..8 {
-                        lanes[k] += c[k];
-                    }
-                }
-                let mut s = acc;
-                for l in lanes {
-                    s += l;
-                }
-                for &x in tail {
-                    s += x;
-                }
-                s
+                simd::run(
+                    #[inline(always)]
+                    || {
+                        let mut lanes = [0.0 as $t; 32];
+                        let chunks = xs.chunks_exact(32);
+                        let tail = chunks.remainder();
+                        for c in chunks {
+                            for k in 0..32 {
+                                lanes[k] += c[k];
+                            }
+                        }
+                        let mut s = acc;
+                        for l in lanes {
+                            s += l;
+                        }
+                        for &x in tail {
+                            s += x;
+                        }
+                        s
+                    },
+                )
+            }
+            #[inline]
+            fn merge(&self, a: $t, b: $t) -> Option<$t> {
+                Some(a + b)
             }
         }
     };
