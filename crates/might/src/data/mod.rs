@@ -116,7 +116,8 @@ pub(crate) fn gather_images(
     let [c, h, w] = chw;
     let per = c * h * w;
     check_indices(op, idx, images.len() / per.max(1))?;
-    let mut out = vec![0f32; idx.len() * per];
+    // every element is written below; a reused buffer saves a batch's worth of page faults
+    let mut out = crate::backend::cpu::pool::output::<f32>(idx.len() * per);
     let (scale, shift) = transforms.channel_affine(c);
     for (dst, &i) in out.chunks_exact_mut(per).zip(idx) {
         let src = &images[i * per..(i + 1) * per];
