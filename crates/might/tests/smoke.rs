@@ -292,15 +292,23 @@ fn backward_accumulates_and_frees_graph() -> Result<()> {
 #[test]
 fn large_full_sum_splits_across_threads() -> Result<()> {
     let n = 1 << 20;
-    let v: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.3).collect();
+    let v: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.3)
+        .collect();
     let want: f64 = v.iter().map(|&x| x as f64).sum();
     let t = Tensor::from_vec(v, [n])?;
     for threads in [1, 2] {
         might::set_num_threads(threads);
         let got = t.sum_all()?.item()?;
-        assert!((got - want).abs() < 1e-3 * want.abs().max(1.0), "{threads}T: {got} vs {want}");
+        assert!(
+            (got - want).abs() < 1e-3 * want.abs().max(1.0),
+            "{threads}T: {got} vs {want}"
+        );
         let mean = t.reshape([1024, 1024])?.mean_all()?.item()?;
-        assert!((mean - want / n as f64).abs() < 1e-6, "{threads}T mean: {mean}");
+        assert!(
+            (mean - want / n as f64).abs() < 1e-6,
+            "{threads}T mean: {mean}"
+        );
     }
     Ok(())
 }
