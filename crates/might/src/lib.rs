@@ -30,6 +30,9 @@ pub mod storage;
 pub mod tensor;
 
 pub use autograd::{no_grad, set_grad_enabled};
+pub use backend::cpu::pool::{
+    cached_bytes as buffer_cache_bytes, empty_cache, set_cache_limit as set_buffer_cache_limit,
+};
 pub use backend::cpu::threads::{get_num_threads, set_num_threads};
 pub use device::Device;
 pub use dtype::{DType, WithDType};
