@@ -136,7 +136,7 @@ pub fn output<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
         let any: Box<dyn Any> = Box::new(v?);
         any.downcast::<Vec<T>>().ok().map(|b| *b)
     }
-    if bytes_of::<T>(len) >= MIN_BYTES {
+    if bytes_of::<T>(len) >= MIN_BYTES && cache_limit() > 0 {
         let id = TypeId::of::<T>();
         let hit = if id == TypeId::of::<f32>() {
             boxed(cached::<f32>(len))
