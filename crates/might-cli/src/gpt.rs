@@ -421,8 +421,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         opt.step()?;
         opt.zero_grad();
         sched.step(&mut opt);
-        step_times.push(ts.elapsed().as_secs_f64());
-        step_secs += ts.elapsed().as_secs_f64();
+        let dt = ts.elapsed().as_secs_f64();
+        step_times.push(dt);
+        step_secs += dt;
         steps_done += 1;
         since_steps += 1;
         pb.inc(1);

@@ -3,8 +3,8 @@
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
 use super::layers::{as_param, param};
 use super::{functional, init, prefixed, Linear, Module};
+use crate::backend::cpu::rows::{row_dot, row_max, row_sum};
 use crate::backend::cpu::{pool, simd};
-use crate::ops::softmax::{row_dot, row_max, row_sum};
 use crate::{DType, Error, Result, Tensor};
 
 /// Forward of [`causal_softmax`] on contiguous rows of `s` keys; row `r` is query

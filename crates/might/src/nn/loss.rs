@@ -4,8 +4,9 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
+use crate::backend::cpu::rows::row_max;
 use crate::backend::cpu::{pool, simd};
-use crate::ops::softmax::{exp_sum, row_max};
+use crate::ops::softmax::exp_sum;
 use crate::{DType, Error, Result, Tensor};
 
 /// How per-element losses are combined (PyTorch's `reduction=`).

@@ -14,6 +14,7 @@
 //! memory safety depends on.
 
 use super::matmul::GemmDType;
+use super::rows::row_sum;
 use super::threads;
 use gemm::Parallelism;
 use rayon::prelude::*;
@@ -56,22 +57,6 @@ macro_rules! conv_float {
 }
 conv_float!(f32);
 conv_float!(f64);
-
-/// Sum of a slice with eight independent accumulators, so the adds vectorise.
-fn sum8<T: ConvFloat>(v: &[T]) -> T {
-    let mut acc = [T::zero(); 8];
-    let mut it = v.chunks_exact(8);
-    for c in &mut it {
-        for (a, &x) in acc.iter_mut().zip(c) {
-            *a += x;
-        }
-    }
-    let mut s = T::zero();
-    for &x in it.remainder() {
-        s += x;
-    }
-    acc.iter().fold(s, |a, &b| a + b)
-}
 
 /// Multiply-adds below which a conv stays on the calling thread.
 const CONV_PAR_WORK: usize = 1 << 16;
@@ -445,7 +430,7 @@ pub fn conv2d_backward<T: ConvFloat>(
                 };
                 if need_b {
                     for (o, b) in gb.iter_mut().enumerate() {
-                        *b += sum8(&gym[o * ld..(o + 1) * ld]);
+                        *b += row_sum(&gym[o * ld..(o + 1) * ld], |x| x);
                     }
                 }
                 for grp in 0..g.groups {

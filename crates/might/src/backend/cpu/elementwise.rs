@@ -240,9 +240,7 @@ pub fn copy_contiguous<T: Copy + Send + Sync + Default + 'static>(
     layout: &Layout,
 ) -> Vec<T> {
     if let Some((a, b)) = layout.contiguous_range() {
-        let mut out = pool::output::<T>(b - a);
-        out.copy_from_slice(&src[a..b]);
-        return out;
+        return pool::copied(&src[a..b]);
     }
     unary_map(src, layout, |x| x)
 }

@@ -6,6 +6,7 @@ pub mod index;
 pub mod matmul;
 pub mod pool;
 pub mod reduce;
+pub mod rows;
 pub mod simd;
 pub mod strided;
 pub mod threads;

@@ -12,6 +12,9 @@ use super::threads;
 use crate::Layout;
 use rayon::prelude::*;
 
+/// Combines two partial accumulators of one output.
+pub type Merge<A> = fn(A, A) -> A;
+
 /// How to fold elements into an accumulator. `idx` is the position of the element in the
 /// flattened reduced block (the index along the dim for single-dim reductions).
 pub trait Reducer<T>: Sync {
@@ -29,10 +32,9 @@ pub trait Reducer<T>: Sync {
         }
         acc
     }
-    /// Combine two partial results of one output (lets a full reduction split across
-    /// threads). `None` (the default): the reducer can only fold sequentially.
-    #[inline]
-    fn merge(&self, _a: Self::Acc, _b: Self::Acc) -> Option<Self::Acc> {
+    /// How to combine two partial results of one output, if the reducer can (lets a full
+    /// reduction split across threads). `None` (the default): it folds sequentially only.
+    fn merge(&self) -> Option<Merge<Self::Acc>> {
         None
     }
 }
@@ -87,22 +89,17 @@ where
 
     // One output over a large contiguous block (`sum_all`): split the block across threads
     // when the reducer can merge partial results.
-    if n_out == 1 && layout.is_contiguous() && threads::parallel(layout.numel()) {
-        let base = &src[layout.offset()..layout.offset() + layout.numel()];
-        let chunk = base.len().div_ceil(threads::get_num_threads() * 4);
-        let probe = r.init();
-        if r.merge(probe, probe).is_some() {
+    if let Some(merge) = r.merge() {
+        if n_out == 1 && layout.is_contiguous() && threads::parallel(layout.numel()) {
+            let base = &src[layout.offset()..layout.offset() + layout.numel()];
+            let chunk = base.len().div_ceil(threads::get_num_threads() * 4);
             let parts: Vec<R::Acc> = threads::install(|| {
                 base.par_chunks(chunk)
                     .enumerate()
                     .map(|(i, c)| r.row(r.init(), c, i * chunk))
                     .collect()
             });
-            let mut acc = r.init();
-            for p in parts {
-                acc = r.merge(acc, p).unwrap_or(acc);
-            }
-            return vec![acc];
+            return vec![parts.into_iter().fold(r.init(), merge)];
         }
     }
 
@@ -183,9 +180,8 @@ macro_rules! float_sum {
                     },
                 )
             }
-            #[inline]
-            fn merge(&self, a: $t, b: $t) -> Option<$t> {
-                Some(a + b)
+            fn merge(&self) -> Option<Merge<$t>> {
+                Some(|a, b| a + b)
             }
         }
     };

@@ -1,0 +1,58 @@
+//! Row reductions with independent lanes (max, sum of f(x), dot product): shared by the
+//! softmax, attention, loss and conv kernels. A fixed-width accumulator array vectorises where
+//! a single running value cannot (each add would wait for the previous one).
+
+use num_traits::Float;
+
+/// Independent accumulators in the row reductions: a fixed-width array the compiler keeps in
+/// one vector register, where a single running `f32` sum could not be vectorised.
+const LANES: usize = 8;
+
+/// Largest element of a row, ignoring NaN (a NaN still poisons the row through `exp`).
+#[inline(always)]
+pub fn row_max<T: Float>(r: &[T]) -> T {
+    let mut acc = [T::neg_infinity(); LANES];
+    let mut it = r.chunks_exact(LANES);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    let m = it
+        .remainder()
+        .iter()
+        .fold(T::neg_infinity(), |a, &v| if v > a { v } else { a });
+    acc.iter().fold(m, |a, &v| if v > a { v } else { a })
+}
+
+/// Sum of `f(r[i])` over a row, in `LANES` interleaved partial sums.
+#[inline(always)]
+pub fn row_sum<T: Float>(r: &[T], f: impl Fn(T) -> T) -> T {
+    let mut acc = [T::zero(); LANES];
+    let mut it = r.chunks_exact(LANES);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = *a + f(v);
+        }
+    }
+    let s = it.remainder().iter().fold(T::zero(), |a, &v| a + f(v));
+    acc.iter().fold(s, |a, &v| a + v)
+}
+
+/// `Σ a[i]·b[i]` in `LANES` interleaved partial sums.
+#[inline(always)]
+pub fn row_dot<T: Float>(a: &[T], b: &[T]) -> T {
+    let mut acc = [T::zero(); LANES];
+    let (mut ac, mut bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    for (a8, b8) in (&mut ac).zip(&mut bc) {
+        for ((s, &x), &y) in acc.iter_mut().zip(a8).zip(b8) {
+            *s = *s + x * y;
+        }
+    }
+    let tail = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .fold(T::zero(), |s, (&x, &y)| s + x * y);
+    acc.iter().fold(tail, |s, &v| s + v)
+}
