@@ -312,3 +312,40 @@ fn large_full_sum_splits_across_threads() -> Result<()> {
     }
     Ok(())
 }
+
+/// Products above the threading threshold are cut into per-thread blocks of rows (tall lhs)
+/// or columns (wide rhs); every block must land in its place, with strided operands too.
+#[test]
+fn threaded_matmul_blocks_match_a_naive_product() -> Result<()> {
+    fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                for j in 0..n {
+                    c[i * n + j] += a[i * k + p] * b[p * n + j];
+                }
+            }
+        }
+        c
+    }
+    // (m, k, n): wide (split by columns, odd sizes), tall (split by rows), the MLP shape
+    for (m, k, n) in [(33, 70, 301), (301, 70, 45), (64, 784, 128)] {
+        let av: Vec<f32> = (0..m * k).map(|i| ((i * 31) % 17) as f32 - 8.0).collect();
+        let bv: Vec<f32> = (0..k * n).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+        let a64: Vec<f64> = av.iter().map(|&x| x as f64).collect();
+        let b64: Vec<f64> = bv.iter().map(|&x| x as f64).collect();
+        let want = naive(&a64, &b64, m, k, n);
+        let a = Tensor::from_vec(av, [m, k])?;
+        // the rhs stored transposed: a column-major operand, as in every linear layer
+        let bt = Tensor::from_vec(bv, [k, n])?.t()?.contiguous()?.t()?;
+        for threads in [1, 2, 3] {
+            might::set_num_threads(threads);
+            let got = a.matmul(&bt)?.to_vec::<f32>()?;
+            // small integers: every partial sum is exact in f32
+            let got: Vec<f64> = got.iter().map(|&x| x as f64).collect();
+            assert_eq!(got, want, "{m}x{k}x{n} at {threads} threads");
+        }
+    }
+    might::set_num_threads(2);
+    Ok(())
+}

@@ -6,7 +6,6 @@
 use crate::backend::cpu::{pool, threads, CpuDType};
 use crate::{Error, Result, Tensor};
 use num_traits::Float;
-use rayon::prelude::*;
 
 /// Float element types the fused kernels run natively (others compute through f32).
 pub(crate) trait Real:
@@ -57,12 +56,7 @@ pub(crate) fn map_blocks<T: Send, R: Send>(
         return vec![];
     }
     if threads::parallel(out.len()) {
-        threads::install(|| {
-            out.par_chunks_mut(block)
-                .enumerate()
-                .map(|(i, c)| f(i, c))
-                .collect()
-        })
+        threads::map_chunks(out, block, f)
     } else {
         out.chunks_mut(block)
             .enumerate()
@@ -197,7 +191,7 @@ pub(crate) fn batch_norm_stats<T: Real>(x: &[T], c: usize, s: usize) -> (Vec<f64
         (mean, var)
     };
     let st: Vec<(f64, f64)> = if threads::parallel(x.len()) {
-        threads::install(|| (0..c).into_par_iter().map(chan).collect())
+        threads::map(c, chan)
     } else {
         (0..c).map(chan).collect()
     };
@@ -256,7 +250,7 @@ pub(crate) fn batch_norm_bwd<T: Real>(
         (sg, sgx)
     };
     let sums: Vec<(f64, f64)> = if threads::parallel(x.len()) {
-        threads::install(|| (0..c).into_par_iter().map(chan).collect())
+        threads::map(c, chan)
     } else {
         (0..c).map(chan).collect()
     };

@@ -8,7 +8,6 @@ use crate::ops::unary::FloatExt;
 use crate::shape::normalize_dim;
 use crate::{Result, Tensor};
 use num_traits::Float;
-use rayon::prelude::*;
 
 /// Sum of `exp(r[i] - m)` without storing the exponentials: they go through a small stack
 /// buffer so the `exp` loop vectorises.
@@ -46,7 +45,7 @@ fn rows_mut<T: Send>(out: &mut [T], n: usize, f: impl Fn(&mut [T]) + Sync + Send
         )
     };
     if threads::parallel(out.len()) {
-        threads::install(|| out.par_chunks_mut(block).for_each(run));
+        threads::for_each_chunk(out, block, |_, o| run(o));
     } else {
         run(out);
     }
@@ -119,10 +118,9 @@ fn softmax_back_rows<T: Float + FloatExt + Send + Sync>(
         )
     };
     if threads::parallel(out.len()) {
-        threads::install(|| {
-            out.par_chunks_mut(block)
-                .zip(y.par_chunks(block))
-                .for_each(run)
+        threads::for_each_chunk(&mut out, block, |i, o| {
+            let (start, len) = (i * block, o.len());
+            run((o, &y[start..start + len]))
         });
     } else {
         run((&mut out, y));

@@ -5,6 +5,7 @@
 use super::ParamState;
 use crate::backend::cpu::{threads, CpuDType, CpuStorage};
 use crate::{DType, Error, Result, Tensor};
+use std::sync::Mutex;
 
 /// Element types the fused kernels run in.
 pub(crate) trait Real: num_traits::Float + CpuDType + Send + Sync {
@@ -29,7 +30,10 @@ pub(crate) trait Kernel: Sync {
     fn run<T: Real>(&self, p: &mut [T], g: &[T], s: &mut [&mut [T]]);
 }
 
-/// Chunk size below which a split half runs on one thread (a few cache lines per buffer).
+/// A parameter chunk, its gradient and its state buffers, updated by one task.
+type Piece<'a, T> = (&'a mut [T], &'a [T], Vec<&'a mut [T]>);
+
+/// Elements per parallel task of an update.
 const CHUNK: usize = 1 << 14;
 
 /// Update one parameter in place with `k`, creating zeroed state buffers (`nbufs`) on the
@@ -104,30 +108,27 @@ fn drive<T: Real, K: Kernel>(p: &Tensor, g: &Tensor, st: &mut ParamState, k: &K)
         .map(|b| T::slice_mut(b).expect("state dtype matches"))
         .collect();
     if threads::parallel(psl.len()) {
-        threads::install(|| split(psl, gsl, bufs, k));
+        // cut the parameter, its gradient and every state buffer at the same places
+        let mut pieces: Vec<Piece<T>> = psl
+            .chunks_mut(CHUNK)
+            .zip(gsl.chunks(CHUNK))
+            .map(|(p, g)| (p, g, Vec::with_capacity(bufs.len())))
+            .collect();
+        for b in bufs {
+            for (piece, c) in pieces.iter_mut().zip(b.chunks_mut(CHUNK)) {
+                piece.2.push(c);
+            }
+        }
+        let pieces: Vec<Mutex<_>> = pieces.into_iter().map(Mutex::new).collect();
+        threads::run(pieces.len(), |i| {
+            let (p, g, s) = &mut *pieces[i].lock().unwrap();
+            k.run(p, g, s);
+        });
     } else {
         let mut bufs = bufs;
         k.run(psl, gsl, &mut bufs);
     }
     Ok(())
-}
-
-fn split<T: Real, K: Kernel>(p: &mut [T], g: &[T], mut s: Vec<&mut [T]>, k: &K) {
-    if p.len() <= CHUNK {
-        k.run(p, g, &mut s);
-        return;
-    }
-    let mid = p.len() / 2;
-    let (p0, p1) = p.split_at_mut(mid);
-    let (g0, g1) = g.split_at(mid);
-    let mut s0 = Vec::with_capacity(s.len());
-    let mut s1 = Vec::with_capacity(s.len());
-    for b in s {
-        let (a, c) = b.split_at_mut(mid);
-        s0.push(a);
-        s1.push(c);
-    }
-    rayon::join(|| split(p0, g0, s0, k), || split(p1, g1, s1, k));
 }
 
 /// PyTorch's `lerp(a, b, w)` for weights in [0, 1] (the form its CPU kernel uses, so f64

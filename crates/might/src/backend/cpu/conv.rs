@@ -17,8 +17,8 @@ use super::matmul::GemmDType;
 use super::rows::row_sum;
 use super::threads;
 use gemm::Parallelism;
-use rayon::prelude::*;
 use std::ops::AddAssign;
+use std::sync::Mutex;
 
 /// Float types the conv/pool kernels run on (f32, f64).
 pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug {
@@ -364,10 +364,9 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
     if per >= g.n {
         run(x, &mut out);
     } else {
-        threads::install(|| {
-            out.par_chunks_mut(per * g.o * p)
-                .zip(x.par_chunks(per * chw))
-                .for_each(|(os, xs)| run(xs, os))
+        threads::for_each_chunk(&mut out, per * g.o * p, |i, os| {
+            let s = i * per * chw;
+            run(&x[s..(s + per * chw).min(x.len())], os)
         });
     }
     out
@@ -477,14 +476,10 @@ pub fn conv2d_backward<T: ConvFloat>(
             run(i * per, per.min(g.n - i * per), gxc, &mut part);
             part
         };
-        threads::install(|| match gx.as_deref_mut() {
-            Some(gx) => gx
-                .par_chunks_mut(per * chw)
-                .enumerate()
-                .map(|(i, c)| task(i, Some(c)))
-                .collect(),
-            None => (0..ntasks).into_par_iter().map(|i| task(i, None)).collect(),
-        })
+        match gx.as_deref_mut() {
+            Some(gx) => threads::map_chunks(gx, per * chw, |i, c| task(i, Some(c))),
+            None => threads::map(ntasks, |i| task(i, None)),
+        }
     };
     let mut it = partials.into_iter();
     let mut acc = it.next().unwrap_or_else(|| vec![T::zero(); wlen + blen]);
@@ -534,10 +529,8 @@ fn for_planes<T: Send + Sync, U: Send>(
         return;
     }
     if threads::parallel(work) {
-        threads::install(|| {
-            out.par_chunks_mut(out_len)
-                .zip(input.par_chunks(in_len))
-                .for_each(|(o, i)| f(i, o))
+        threads::for_each_chunk(out, out_len, |j, o| {
+            f(&input[j * in_len..(j + 1) * in_len], o)
         });
     } else {
         out.chunks_mut(out_len)
@@ -606,11 +599,14 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
         }
     };
     if threads::parallel(vals.len() * g.kernel[0] * g.kernel[1]) {
-        threads::install(|| {
-            vals.par_chunks_mut(ohw)
-                .zip(idx.par_chunks_mut(ohw))
-                .zip(x.par_chunks(hw))
-                .for_each(plane)
+        let planes: Vec<Mutex<_>> = vals
+            .chunks_mut(ohw)
+            .zip(idx.chunks_mut(ohw))
+            .map(Mutex::new)
+            .collect();
+        threads::run(planes.len(), |j| {
+            let (vp, ip) = &mut *planes[j].lock().unwrap();
+            plane(((vp, ip), &x[j * hw..(j + 1) * hw]))
         });
     } else {
         vals.chunks_mut(ohw)
@@ -673,10 +669,9 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
         }
     };
     if threads::parallel(gx.len()) {
-        threads::install(|| {
-            gx.par_chunks_mut(hw)
-                .zip(gy.par_chunks(ohw).zip(idx.par_chunks(ohw)))
-                .for_each(plane)
+        threads::for_each_chunk(&mut gx, hw, |j, xp| {
+            let r = j * ohw..(j + 1) * ohw;
+            plane((xp, (&gy[r.clone()], &idx[r])))
         });
     } else {
         gx.chunks_mut(hw)

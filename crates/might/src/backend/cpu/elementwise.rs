@@ -5,7 +5,6 @@
 use super::strided::RowPlan;
 use super::{pool, simd, threads};
 use crate::Layout;
-use rayon::prelude::*;
 
 /// Elements per parallel task of the contiguous fast paths.
 const PAR_CHUNK: usize = 1 << 14;
@@ -14,11 +13,7 @@ const PAR_CHUNK: usize = 1 << 14;
 /// large), each chunk inside [`simd::run`] so the kernel's loop is compiled 8-wide on AVX2.
 fn for_chunks<U: Send>(out: &mut [U], kernel: impl Fn(usize, &mut [U]) + Sync) {
     if threads::parallel(out.len()) {
-        threads::install(|| {
-            out.par_chunks_mut(PAR_CHUNK)
-                .enumerate()
-                .for_each(|(i, c)| kernel(i * PAR_CHUNK, c))
-        });
+        threads::for_each_chunk(out, PAR_CHUNK, |i, c| kernel(i * PAR_CHUNK, c));
     } else {
         kernel(0, out);
     }
@@ -37,18 +32,14 @@ fn fill_rows<U: Send, const N: usize>(
     }
     if threads::parallel(out.len()) && plan.rows > 1 {
         let chunk_rows = plan.rows.div_ceil(threads::get_num_threads() * 4).max(1);
-        threads::install(|| {
-            out.par_chunks_mut(chunk_rows * len)
-                .enumerate()
-                .for_each(|(c, chunk)| {
-                    let r0 = c * chunk_rows;
-                    let r1 = (r0 + chunk_rows).min(plan.rows);
-                    let mut i = 0;
-                    plan.for_each_row(base, r0..r1, |o| {
-                        row(&mut chunk[i..i + len], o);
-                        i += len;
-                    });
-                })
+        threads::for_each_chunk(out, chunk_rows * len, |c, chunk| {
+            let r0 = c * chunk_rows;
+            let r1 = (r0 + chunk_rows).min(plan.rows);
+            let mut i = 0;
+            plan.for_each_row(base, r0..r1, |o| {
+                row(&mut chunk[i..i + len], o);
+                i += len;
+            });
         });
     } else {
         let mut i = 0;

@@ -9,6 +9,7 @@ pub mod reduce;
 pub mod rows;
 pub mod simd;
 pub mod strided;
+pub mod team;
 pub mod threads;
 pub mod vmath;
 

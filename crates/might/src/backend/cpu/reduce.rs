@@ -10,7 +10,6 @@ use super::simd;
 use super::strided::RowPlan;
 use super::threads;
 use crate::Layout;
-use rayon::prelude::*;
 
 /// Combines two partial accumulators of one output.
 pub type Merge<A> = fn(A, A) -> A;
@@ -76,11 +75,7 @@ where
         let mut out = vec![r.init(); n_out];
         if threads::parallel(layout.numel()) && n_out >= 64 {
             let chunk = n_out.div_ceil(threads::get_num_threads()).max(16);
-            threads::install(|| {
-                out.par_chunks_mut(chunk)
-                    .enumerate()
-                    .for_each(|(c, o)| fold_cols(o, c * chunk))
-            });
+            threads::for_each_chunk(&mut out, chunk, |c, o| fold_cols(o, c * chunk));
         } else {
             fold_cols(&mut out, 0);
         }
@@ -93,11 +88,9 @@ where
         if n_out == 1 && layout.is_contiguous() && threads::parallel(layout.numel()) {
             let base = &src[layout.offset()..layout.offset() + layout.numel()];
             let chunk = base.len().div_ceil(threads::get_num_threads() * 4);
-            let parts: Vec<R::Acc> = threads::install(|| {
-                base.par_chunks(chunk)
-                    .enumerate()
-                    .map(|(i, c)| r.row(r.init(), c, i * chunk))
-                    .collect()
+            let parts = threads::map(base.len().div_ceil(chunk), |i| {
+                let c = &base[i * chunk..((i + 1) * chunk).min(base.len())];
+                r.row(r.init(), c, i * chunk)
             });
             return vec![parts.into_iter().fold(r.init(), merge)];
         }
@@ -127,13 +120,14 @@ where
         return vec![];
     }
     if threads::parallel(layout.numel()) && n_out > 1 {
-        threads::install(|| {
-            bases
-                .par_iter()
-                .with_min_len(1)
-                .map(|&b| fold_one(b))
-                .collect()
-        })
+        // a few outputs per task: one task each would cost more in hand-outs than a small
+        // reduction takes
+        let per = n_out.div_ceil(threads::get_num_threads() * 8);
+        let parts = threads::map(n_out.div_ceil(per), |c| {
+            let b = &bases[c * per..((c + 1) * per).min(n_out)];
+            b.iter().map(|&b| fold_one(b)).collect::<Vec<_>>()
+        });
+        parts.concat()
     } else {
         bases.iter().map(|&b| fold_one(b)).collect()
     }

@@ -1,23 +1,17 @@
-//! The thread pool kernels run on. Size from `MIGHT_NUM_THREADS`, `set_num_threads`, or all
-//! cores. Small ops stay on the calling thread: waking workers costs more than they save.
+//! How many threads kernels use, and how they split work. Size from `MIGHT_NUM_THREADS`,
+//! `set_num_threads`, or all cores. Kernels run on the fork-join [`super::team`] (the caller
+//! plus `n - 1` helpers); small ops stay on the calling thread, where waking a helper would
+//! cost more than it saves. Rayon is kept for coarse, slow work such as decoding image files.
 
-use std::sync::{Arc, OnceLock, RwLock};
-
-static POOL: OnceLock<RwLock<Arc<rayon::ThreadPool>>> = OnceLock::new();
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Elements below which elementwise kernels run single-threaded (measured: waking a worker
 /// costs a few microseconds, about what 32 K float ops take).
 pub const PAR_THRESHOLD: usize = 1 << 15;
 
-fn build(n: usize) -> Arc<rayon::ThreadPool> {
-    Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(n)
-            .thread_name(|i| format!("might-{i}"))
-            .build()
-            .expect("failed to start the thread pool"),
-    )
-}
+/// 0 until first read or set.
+static THREADS: AtomicUsize = AtomicUsize::new(0);
 
 fn default_threads() -> usize {
     std::env::var("MIGHT_NUM_THREADS")
@@ -27,39 +21,91 @@ fn default_threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-fn pool() -> Arc<rayon::ThreadPool> {
-    POOL.get_or_init(|| RwLock::new(build(default_threads())))
-        .read()
-        .unwrap()
-        .clone()
-}
-
 /// Number of threads kernels use.
 pub fn get_num_threads() -> usize {
-    pool().current_num_threads()
+    match THREADS.load(Relaxed) {
+        0 => {
+            let n = default_threads();
+            // a concurrent `set_num_threads` wins
+            let _ = THREADS.compare_exchange(0, n, Relaxed, Relaxed);
+            THREADS.load(Relaxed)
+        }
+        n => n,
+    }
 }
 
 /// Set the number of threads kernels use (like `torch.set_num_threads`).
 pub fn set_num_threads(n: usize) {
-    let n = n.max(1);
-    let lock = POOL.get_or_init(|| RwLock::new(build(n)));
-    let mut g = lock.write().unwrap();
-    if g.current_num_threads() != n {
-        *g = build(n);
-    }
+    THREADS.store(n.max(1), Relaxed);
 }
 
-/// Run `f` on the kernel pool (all rayon calls inside use it).
+static RAYON: RwLock<Option<Arc<rayon::ThreadPool>>> = RwLock::new(None);
+
+/// Run `f` on a rayon pool of [`get_num_threads`] threads (all rayon calls inside use it), for
+/// coarse tasks that may block or take milliseconds each.
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    let p = pool();
-    if p.current_num_threads() == 1 {
-        f()
-    } else {
-        p.install(f)
+    let n = get_num_threads();
+    if n == 1 {
+        return f();
     }
+    let current = RAYON.read().unwrap().clone();
+    let p = match current {
+        Some(p) if p.current_num_threads() == n => p,
+        _ => {
+            let mut g = RAYON.write().unwrap();
+            match g.as_ref() {
+                Some(p) if p.current_num_threads() == n => p.clone(),
+                _ => {
+                    let p = Arc::new(
+                        rayon::ThreadPoolBuilder::new()
+                            .num_threads(n)
+                            .thread_name(|i| format!("might-{i}"))
+                            .build()
+                            .expect("failed to start the thread pool"),
+                    );
+                    *g = Some(p.clone());
+                    p
+                }
+            }
+        }
+    };
+    p.install(f)
 }
 
 /// Should an op of `work` elements be split across threads?
 pub fn parallel(work: usize) -> bool {
     work >= PAR_THRESHOLD && get_num_threads() > 1
+}
+
+/// `f(i)` for `i in 0..parts` on the kernel threads (the caller takes shares too); returns when
+/// all are done. For kernels: small jobs pay no wake-up (see [`super::team`]).
+pub fn run(parts: usize, f: impl Fn(usize) + Sync) {
+    super::team::run(get_num_threads(), parts, &f)
+}
+
+/// `f(i, piece)` for every `chunk`-long piece of `out` (the last may be shorter), on the kernel
+/// threads.
+pub fn for_each_chunk<U: Send>(out: &mut [U], chunk: usize, f: impl Fn(usize, &mut [U]) + Sync) {
+    let pieces: Vec<Mutex<&mut [U]>> = out.chunks_mut(chunk.max(1)).map(Mutex::new).collect();
+    run(pieces.len(), |i| f(i, &mut pieces[i].lock().unwrap()))
+}
+
+/// Like [`for_each_chunk`], collecting what `f` returns for each piece, in order.
+pub fn map_chunks<U: Send, R: Send>(
+    out: &mut [U],
+    chunk: usize,
+    f: impl Fn(usize, &mut [U]) -> R + Sync,
+) -> Vec<R> {
+    let pieces: Vec<Mutex<&mut [U]>> = out.chunks_mut(chunk.max(1)).map(Mutex::new).collect();
+    map(pieces.len(), |i| f(i, &mut pieces[i].lock().unwrap()))
+}
+
+/// `[f(0), .., f(n - 1)]`, computed on the kernel threads.
+pub fn map<R: Send>(n: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    let slots: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    run(n, |i| *slots[i].lock().unwrap() = Some(f(i)));
+    slots
+        .into_iter()
+        .map(|s| s.into_inner().unwrap().expect("every share ran"))
+        .collect()
 }
