@@ -26,11 +26,35 @@ pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug
     /// it saves a fresh multi-megabyte allocation per conv call, which glibc serves with
     /// `mmap` and pays for again in page faults and zeroing.
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
+
+    /// A vectorised 2x2 max pool of one row pair, if this type has one (see
+    /// [`super::max_pool_avx2::row_f32`]); false leaves the row to the scalar loop.
+    fn max_pool_2x2_row(
+        _r0: &[Self],
+        _r1: &[Self],
+        _first: usize,
+        _w: usize,
+        _vrow: &mut [Self],
+        _irow: &mut [i64],
+    ) -> bool {
+        false
+    }
 }
 
 macro_rules! conv_float {
-    ($t:ty) => {
+    ($t:ty $(, $name:ident = $f:path)?) => {
         impl ConvFloat for $t {
+            $(fn $name(
+                r0: &[Self],
+                r1: &[Self],
+                first: usize,
+                w: usize,
+                vrow: &mut [Self],
+                irow: &mut [i64],
+            ) -> bool {
+                $f(r0, r1, first, w, vrow, irow)
+            })?
+
             fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R {
                 thread_local! {
                     static BUF: std::cell::RefCell<Vec<$t>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -55,7 +79,7 @@ macro_rules! conv_float {
         }
     };
 }
-conv_float!(f32);
+conv_float!(f32, max_pool_2x2_row = super::max_pool_avx2::row_f32);
 conv_float!(f64);
 
 /// Multiply-adds below which a conv stays on the calling thread.
@@ -275,7 +299,7 @@ fn col2im<T: ConvFloat>(col: &[T], g: &ConvGeom, gx: &mut [T], ld: usize) {
 /// Elements of column matrix worth unrolling at once: a GEMM over fewer than a few hundred
 /// columns is dominated by its packing overhead, one over a buffer much larger than the L2
 /// cache pays for the trip to memory.
-const COL_TARGET: usize = 1 << 15;
+const COL_TARGET: usize = 1 << 13;
 
 /// How many samples each parallel task takes (the whole batch when one thread is enough).
 fn samples_per_task(g: &ConvGeom) -> usize {
@@ -626,6 +650,9 @@ fn max_pool_2x2<T: ConvFloat>(xp: &[T], vp: &mut [T], ip: &mut [i64], g: &PoolGe
         let r1 = &xp[(2 * oy + 1) * w..(2 * oy + 2) * w];
         let vrow = &mut vp[oy * g.ow..(oy + 1) * g.ow];
         let irow = &mut ip[oy * g.ow..(oy + 1) * g.ow];
+        if T::max_pool_2x2_row(r0, r1, 2 * oy * w, w, vrow, irow) {
+            continue;
+        }
         for ox in 0..g.ow {
             let c = 2 * ox;
             let cand = [
@@ -830,45 +857,48 @@ mod tests {
             f32::NAN,
             f32::NAN,
         ];
-        let (h, w) = (6, 8);
         let mut g = crate::Generator::new(3);
-        for trial in 0..50 {
-            let x: Vec<f32> = (0..2 * h * w)
-                .map(|_| vals[g.below(vals.len() as u64) as usize])
-                .collect();
-            let geom = PoolGeom {
-                planes: 2,
-                h,
-                w,
-                oh: h / 2,
-                ow: w / 2,
-                kernel: [2, 2],
-                stride: [2, 2],
-                padding: [0, 0],
-            };
-            let (fv, fi) = max_pool2d_forward(&x, &geom);
-            // reference: sequential scan, first maximum wins, first NaN wins
-            for p in 0..2 {
-                for oy in 0..h / 2 {
-                    for ox in 0..w / 2 {
-                        let mut best = (f32::NEG_INFINITY, 2 * oy * w + 2 * ox);
-                        'win: for iy in 2 * oy..2 * oy + 2 {
-                            for ix in 2 * ox..2 * ox + 2 {
-                                let v = x[p * h * w + iy * w + ix];
-                                if v > best.0 || v.is_nan() {
-                                    best = (v, iy * w + ix);
-                                    if v.is_nan() {
-                                        break 'win;
+        // rows of 4 outputs (scalar), 13 (a vector step and an overlapping last one),
+        // 8 (exactly one vector step) and 17 with an odd row length
+        for (h, w) in [(6, 8), (4, 26), (2, 16), (6, 35)] {
+            for trial in 0..50 {
+                let x: Vec<f32> = (0..2 * h * w)
+                    .map(|_| vals[g.below(vals.len() as u64) as usize])
+                    .collect();
+                let geom = PoolGeom {
+                    planes: 2,
+                    h,
+                    w,
+                    oh: h / 2,
+                    ow: w / 2,
+                    kernel: [2, 2],
+                    stride: [2, 2],
+                    padding: [0, 0],
+                };
+                let (fv, fi) = max_pool2d_forward(&x, &geom);
+                // reference: sequential scan, first maximum wins, first NaN wins
+                for p in 0..2 {
+                    for oy in 0..h / 2 {
+                        for ox in 0..w / 2 {
+                            let mut best = (f32::NEG_INFINITY, 2 * oy * w + 2 * ox);
+                            'win: for iy in 2 * oy..2 * oy + 2 {
+                                for ix in 2 * ox..2 * ox + 2 {
+                                    let v = x[p * h * w + iy * w + ix];
+                                    if v > best.0 || v.is_nan() {
+                                        best = (v, iy * w + ix);
+                                        if v.is_nan() {
+                                            break 'win;
+                                        }
                                     }
                                 }
                             }
+                            let o = p * (h / 2) * (w / 2) + oy * (w / 2) + ox;
+                            assert_eq!(fi[o], best.1 as i64, "trial {trial} index at {o}");
+                            assert!(
+                                fv[o] == best.0 || (fv[o].is_nan() && best.0.is_nan()),
+                                "trial {trial} value at {o}"
+                            );
                         }
-                        let o = p * (h / 2) * (w / 2) + oy * (w / 2) + ox;
-                        assert_eq!(fi[o], best.1 as i64, "trial {trial} index at {o}");
-                        assert!(
-                            fv[o] == best.0 || (fv[o].is_nan() && best.0.is_nan()),
-                            "trial {trial} value at {o}"
-                        );
                     }
                 }
             }

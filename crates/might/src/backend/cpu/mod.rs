@@ -4,6 +4,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
+pub mod max_pool_avx2;
 pub mod pool;
 pub mod reduce;
 pub mod rows;
