@@ -1,11 +1,11 @@
-//! `DataLoader`: batches of a `Dataset` in (optionally shuffled) order, built one batch ahead
+//! `DataLoader`: batches of a `Dataset` in (optionally shuffled) order, built ahead
 //! on a background thread so that reading/augmenting overlaps with the training step.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use super::queue::Queue;
 use super::Dataset;
 use crate::{Error, Generator, Result, Tensor};
 
@@ -40,12 +40,13 @@ impl DataLoader {
             drop_last,
             seed,
             epoch: AtomicU64::new(0),
-            prefetch: 2,
+            prefetch: 8,
         }
     }
 
-    /// How many batches to build ahead on the background thread (0: build on the caller's
-    /// thread, no extra thread).
+    /// How many batches to build ahead on the background thread (default 8; 0: build on the
+    /// caller's thread, no extra thread). The thread refills the queue when it has drained to
+    /// half, so it wakes once per `batches / 2` steps rather than every step.
     pub fn with_prefetch(mut self, batches: usize) -> DataLoader {
         self.prefetch = batches;
         self
@@ -128,13 +129,22 @@ impl DataLoader {
                 },
             };
         }
-        let (tx, rx) = sync_channel(self.prefetch);
+        let queue = Arc::new(Queue::new(self.prefetch));
+        let tx = queue.clone();
         let handle = std::thread::Builder::new()
             .name("might-dataloader".into())
             .spawn(move || {
+                /// Tells the iterator there is no more, also if `get_batch` panics.
+                struct Finish(Arc<Queue<Result<(Tensor, Tensor)>>>);
+                impl Drop for Finish {
+                    fn drop(&mut self) {
+                        self.0.finish()
+                    }
+                }
+                let tx = Finish(tx);
                 for b in batches {
-                    // A closed channel means the iterator was dropped: stop early.
-                    if tx.send(ds.get_batch(&b)).is_err() {
+                    // A closed queue means the iterator was dropped: stop early.
+                    if !tx.0.push(ds.get_batch(&b)) {
                         break;
                     }
                 }
@@ -142,7 +152,7 @@ impl DataLoader {
         match handle {
             Ok(h) => DataLoaderIter {
                 inner: Inner::Thread {
-                    rx: Some(rx),
+                    rx: Some(queue),
                     handle: Some(h),
                 },
             },
@@ -172,7 +182,7 @@ enum Inner {
         batches: std::vec::IntoIter<Vec<usize>>,
     },
     Thread {
-        rx: Option<Receiver<Result<(Tensor, Tensor)>>>,
+        rx: Option<Arc<Queue<Result<(Tensor, Tensor)>>>>,
         handle: Option<JoinHandle<()>>,
     },
     Failed(Option<Error>),
@@ -184,7 +194,7 @@ impl Iterator for DataLoaderIter {
         match &mut self.inner {
             Inner::Sync { ds, batches } => batches.next().map(|b| ds.get_batch(&b)),
             Inner::Thread { rx, handle } => {
-                let got = rx.as_ref().and_then(|r| r.recv().ok());
+                let got = rx.as_ref().and_then(|q| q.pop());
                 if got.is_none() {
                     rx.take();
                     if let Some(h) = handle.take() {
@@ -206,8 +216,10 @@ impl Iterator for DataLoaderIter {
 impl Drop for DataLoaderIter {
     fn drop(&mut self) {
         if let Inner::Thread { rx, handle } = &mut self.inner {
-            // Closing the channel first unblocks a worker waiting to send.
-            rx.take();
+            // Closing the queue first unblocks a worker waiting for room.
+            if let Some(q) = rx.take() {
+                q.close();
+            }
             if let Some(h) = handle.take() {
                 let _ = h.join();
             }

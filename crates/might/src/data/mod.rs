@@ -23,6 +23,7 @@ pub mod idx;
 pub mod image_folder;
 pub mod loader;
 pub mod mnist;
+mod queue;
 pub mod text;
 pub mod transforms;
 
