@@ -135,7 +135,7 @@ impl DataLoader {
             .name("might-dataloader".into())
             .spawn(move || {
                 /// Tells the iterator there is no more, also if `get_batch` panics.
-                struct Finish(Arc<Queue<Result<(Tensor, Tensor)>>>);
+                struct Finish(Arc<BatchQueue>);
                 impl Drop for Finish {
                     fn drop(&mut self) {
                         self.0.finish()
@@ -171,6 +171,9 @@ impl IntoIterator for &DataLoader {
     }
 }
 
+/// Batches built ahead by the loader thread.
+type BatchQueue = Queue<Result<(Tensor, Tensor)>>;
+
 /// The batches of one epoch; see [`DataLoader::iter`].
 pub struct DataLoaderIter {
     inner: Inner,
@@ -182,7 +185,7 @@ enum Inner {
         batches: std::vec::IntoIter<Vec<usize>>,
     },
     Thread {
-        rx: Option<Arc<Queue<Result<(Tensor, Tensor)>>>>,
+        rx: Option<Arc<BatchQueue>>,
         handle: Option<JoinHandle<()>>,
     },
     Failed(Option<Error>),
