@@ -242,6 +242,10 @@ fn layer_norm_hand_values_and_gradcheck() -> Result<()> {
         &[x.clone(), w2],
         gc(),
     )?;
+    // rows of 19: two full 8-lane chunks and a tail, without an affine weight (the kernel
+    // multiplies by ones then)
+    let x19 = Tensor::randn([2, 19], DType::F64)?;
+    gradcheck(|i| layer_norm(&i[0], &[19], None, None, 1e-5), &[x19], gc())?;
     // f32 kernel agrees with the f64 one; a non-contiguous input is fine
     let xt = x.transpose(0, 2)?;
     let ln = LayerNorm::new(3);
