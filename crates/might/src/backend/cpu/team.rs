@@ -11,9 +11,10 @@
 //! One caller at a time: a second thread that arrives while the team is busy (or a job that
 //! calls back into the team) runs its shares serially, which is always correct.
 
+use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// How long an idle helper spins before it parks. Long enough to bridge the gaps between the
@@ -44,7 +45,8 @@ struct Shared {
     next: AtomicUsize,
     /// Helpers that have not finished the current job.
     pending: AtomicUsize,
-    panicked: AtomicBool,
+    /// The first panic of the current job, re-raised by its caller.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// FREE, BUSY (a caller owns the team), RETIRING (dropped while busy: the caller shuts
     /// the helpers down when it finishes) or RETIRED.
     state: AtomicU8,
@@ -69,8 +71,8 @@ impl Shared {
             }
             // SAFETY: see `Job::f`: the caller is still waiting on `pending`.
             let f = unsafe { &*job.f };
-            if catch_unwind(AssertUnwindSafe(|| f(i))).is_err() {
-                self.panicked.store(true, Release);
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(i))) {
+                lock(&self.panic).get_or_insert(p);
             }
         }
     }
@@ -84,10 +86,10 @@ impl Shared {
                 std::hint::spin_loop();
                 n = n.wrapping_add(1);
                 if n.is_multiple_of(256) && start.elapsed() > SPIN {
-                    let mut g = self.park.lock().unwrap();
+                    let mut g = lock(&self.park);
                     self.sleeping.fetch_add(1, SeqCst);
                     while self.generation.load(SeqCst) == seen {
-                        g = self.wake.wait(g).unwrap();
+                        g = self.wake.wait(g).unwrap_or_else(|e| e.into_inner());
                     }
                     self.sleeping.fetch_sub(1, SeqCst);
                 }
@@ -96,7 +98,9 @@ impl Shared {
             if self.shutdown.load(Acquire) {
                 return;
             }
-            let job = (*self.job.lock().unwrap()).expect("a published job");
+            let Some(job) = *lock(&self.job) else {
+                unreachable!("a new generation always carries a job")
+            };
             self.work(job);
             self.pending.fetch_sub(1, Release);
         }
@@ -110,37 +114,59 @@ impl Shared {
     fn publish(&self) {
         self.generation.fetch_add(1, SeqCst);
         if self.sleeping.load(SeqCst) > 0 {
-            let _g = self.park.lock().unwrap();
+            let _g = lock(&self.park);
             self.wake.notify_all();
         }
     }
 }
 
-/// Waits for the helpers when the caller leaves `run`, also by unwinding.
-struct Join<'a>(&'a Shared);
+/// The caller's hold on a busy team: waits for the helpers and hands the team back, in
+/// [`Join::finish`] or, should the caller unwind, on drop.
+struct Join<'a> {
+    team: &'a Shared,
+    done: bool,
+}
 
-impl Drop for Join<'_> {
-    fn drop(&mut self) {
+impl Join<'_> {
+    /// Wait until every helper has left the job, hand the team back, and return the job's
+    /// first panic (taken before the team is free, so the next caller cannot reset or add
+    /// to it).
+    fn finish(&mut self) -> Option<Box<dyn Any + Send>> {
+        let t = self.team;
         let mut n = 0u32;
-        while self.0.pending.load(Acquire) != 0 {
+        while t.pending.load(Acquire) != 0 {
             std::hint::spin_loop();
             n = n.wrapping_add(1);
             if n.is_multiple_of(4096) {
                 std::thread::yield_now();
             }
         }
-        *self.0.job.lock().unwrap() = None;
-        if self
-            .0
-            .state
+        *lock(&t.job) = None;
+        let panic = lock(&t.panic).take();
+        self.done = true;
+        if t.state
             .compare_exchange(BUSY, FREE, Release, Relaxed)
             .is_err()
         {
             // the team was replaced while we used it
-            self.0.state.store(RETIRED, Release);
-            self.0.shut_down();
+            t.state.store(RETIRED, Release);
+            t.shut_down();
+        }
+        panic
+    }
+}
+
+impl Drop for Join<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.finish();
         }
     }
+}
+
+/// Lock, ignoring poisoning: every value behind these locks is valid at all times.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Team(Arc<Shared>);
@@ -163,14 +189,16 @@ impl Drop for Team {
     }
 }
 
-fn new_team(threads: usize) -> Team {
+/// A team of `threads - 1` helpers, or None if the OS refuses a thread (the caller then runs
+/// alone).
+fn new_team(threads: usize) -> Option<Team> {
     let shared = Arc::new(Shared {
         helpers: threads - 1,
         generation: AtomicUsize::new(0),
         job: Mutex::new(None),
         next: AtomicUsize::new(0),
         pending: AtomicUsize::new(0),
-        panicked: AtomicBool::new(false),
+        panic: Mutex::new(None),
         state: AtomicU8::new(FREE),
         shutdown: AtomicBool::new(false),
         sleeping: AtomicUsize::new(0),
@@ -179,29 +207,32 @@ fn new_team(threads: usize) -> Team {
     });
     for index in 1..threads {
         let s = shared.clone();
-        std::thread::Builder::new()
+        let started = std::thread::Builder::new()
             .name(format!("might-team-{index}"))
-            .spawn(move || s.helper_loop())
-            .expect("failed to start a team thread");
-    }
-    Team(shared)
-}
-
-static TEAM: OnceLock<RwLock<Option<Team>>> = OnceLock::new();
-
-fn team(threads: usize) -> Arc<Shared> {
-    let lock = TEAM.get_or_init(|| RwLock::new(None));
-    if let Some(t) = lock.read().unwrap().as_ref() {
-        if t.0.helpers + 1 == threads {
-            return t.0.clone();
+            .spawn(move || s.helper_loop());
+        if started.is_err() {
+            // stop the helpers already started; nobody else has seen this team
+            shared.shut_down();
+            return None;
         }
     }
-    let mut g = lock.write().unwrap();
+    Some(Team(shared))
+}
+
+static TEAM: RwLock<Option<Team>> = RwLock::new(None);
+
+fn team(threads: usize) -> Option<Arc<Shared>> {
+    if let Some(t) = TEAM.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if t.0.helpers + 1 == threads {
+            return Some(t.0.clone());
+        }
+    }
+    let mut g = TEAM.write().unwrap_or_else(|e| e.into_inner());
     match g.as_ref() {
         Some(t) if t.0.helpers + 1 == threads => {}
-        _ => *g = Some(new_team(threads)),
+        _ => *g = new_team(threads),
     }
-    g.as_ref().unwrap().0.clone()
+    g.as_ref().map(|t| t.0.clone())
 }
 
 /// Run `f(i)` for `i in 0..parts` on up to `threads` threads (the caller included) and return
@@ -211,7 +242,10 @@ pub fn run(threads: usize, parts: usize, f: &(dyn Fn(usize) + Sync)) {
         (0..parts).for_each(f);
         return;
     }
-    let t = team(threads);
+    let Some(t) = team(threads) else {
+        (0..parts).for_each(f);
+        return;
+    };
     if t.state
         .compare_exchange(FREE, BUSY, Acquire, Relaxed)
         .is_err()
@@ -219,21 +253,23 @@ pub fn run(threads: usize, parts: usize, f: &(dyn Fn(usize) + Sync)) {
         (0..parts).for_each(f);
         return;
     }
-    // SAFETY: only the lifetime is erased; `Join` below keeps this frame (and so `f`) alive
-    // until every helper has decremented `pending`, after which none touches the job.
+    // From here on the team is ours; `join` hands it back even if this frame unwinds, and
+    // first waits for the helpers, so they never run `f` after this frame is gone.
+    let mut join = Join {
+        team: &t,
+        done: false,
+    };
+    // SAFETY: only the lifetime is erased; `join` keeps this frame (and so `f`) alive until
+    // every helper has decremented `pending`, after which none touches the job.
     let erased: *const (dyn Fn(usize) + Sync) = unsafe { std::mem::transmute(f) };
     let job = Job { f: erased, parts };
-    *t.job.lock().unwrap() = Some(job);
-    t.panicked.store(false, Relaxed);
+    *lock(&t.job) = Some(job);
     t.next.store(0, Relaxed);
     t.pending.store(t.helpers, SeqCst);
     t.publish();
-    {
-        let _join = Join(&t);
-        t.work(job);
-    }
-    if t.panicked.load(Acquire) {
-        panic!("a kernel share panicked on a team thread");
+    t.work(job);
+    if let Some(p) = join.finish() {
+        std::panic::resume_unwind(p);
     }
 }
 
@@ -278,9 +314,34 @@ mod tests {
     }
 
     #[test]
+    fn panics_reach_their_own_caller() {
+        // one thread's failing jobs must neither be lost nor leak into another's
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    let r = catch_unwind(|| run(2, 4, &|i| assert!(i != 3, "share 3 fails")));
+                    assert!(r.is_err());
+                }
+            });
+            s.spawn(|| {
+                for _ in 0..100 {
+                    let n = AtomicUsize::new(0);
+                    run(2, 4, &|_| {
+                        n.fetch_add(1, Relaxed);
+                    });
+                    assert_eq!(n.load(Relaxed), 4);
+                }
+            });
+        });
+    }
+
+    #[test]
     fn a_panicking_share_is_reraised() {
-        let r = catch_unwind(|| run(2, 2, &|i| assert!(i == 0, "share {i}")));
-        assert!(r.is_err());
+        // whichever thread ran share 1, its own panic comes back to the caller
+        let r = catch_unwind(|| run(2, 2, &|i| assert!(i == 0, "share {i} failed")));
+        let p = r.expect_err("the panic is re-raised");
+        let msg = p.downcast_ref::<String>().map(String::as_str).unwrap_or("");
+        assert!(msg.contains("share 1 failed"), "payload: {msg:?}");
         // the team is usable afterwards
         let n = AtomicUsize::new(0);
         run(2, 2, &|_| {
