@@ -44,10 +44,8 @@ static RAYON: RwLock<Option<Arc<rayon::ThreadPool>>> = RwLock::new(None);
 /// Run `f` on a rayon pool of [`get_num_threads`] threads (all rayon calls inside use it), for
 /// coarse tasks that may block or take milliseconds each.
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    // also at one thread: outside a pool, `par_iter` would use rayon's global all-core pool
     let n = get_num_threads();
-    if n == 1 {
-        return f();
-    }
     let current = RAYON.read().unwrap().clone();
     let p = match current {
         Some(p) if p.current_num_threads() == n => p,
