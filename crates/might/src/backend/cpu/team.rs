@@ -314,6 +314,26 @@ mod tests {
     }
 
     #[test]
+    fn replacing_the_team_while_in_use() {
+        // callers asking for different sizes replace the team under each other (a busy team
+        // retires when its caller finishes; holders of a retired team run serially)
+        let total = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for threads in [2, 3, 2] {
+                let total = &total;
+                s.spawn(move || {
+                    for _ in 0..300 {
+                        run(threads, 5, &|i| {
+                            total.fetch_add(i + 1, Relaxed);
+                        });
+                    }
+                });
+            }
+        });
+        assert_eq!(total.load(Relaxed), 3 * 300 * 15);
+    }
+
+    #[test]
     fn panics_reach_their_own_caller() {
         // one thread's failing jobs must neither be lost nor leak into another's
         std::thread::scope(|s| {
