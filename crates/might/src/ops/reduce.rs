@@ -246,12 +246,13 @@ impl Tensor {
     /// Index of the max along `dim` (int64).
     #[track_caller]
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        Ok(self.arg_ext("argmax", dim, keepdim, true)?.1)
+        // indices have no gradient: skip recording the values' backward
+        Ok(self.detach().arg_ext("argmax", dim, keepdim, true)?.1)
     }
     /// Index of the min along `dim` (int64).
     #[track_caller]
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
-        Ok(self.arg_ext("argmin", dim, keepdim, false)?.1)
+        Ok(self.detach().arg_ext("argmin", dim, keepdim, false)?.1)
     }
     /// Largest element (0-d).
     #[track_caller]
