@@ -315,6 +315,8 @@ fn large_full_sum_splits_across_threads() -> Result<()> {
 
 /// Products above the threading threshold are cut into per-thread blocks of rows (tall lhs)
 /// or columns (wide rhs); every block must land in its place, with strided operands too.
+/// Wide products with a column-major rhs also take the transposed route (`W @ x^T`, copied
+/// back), small and large, a single row included.
 #[test]
 fn threaded_matmul_blocks_match_a_naive_product() -> Result<()> {
     fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
@@ -329,7 +331,13 @@ fn threaded_matmul_blocks_match_a_naive_product() -> Result<()> {
         c
     }
     // (m, k, n): wide (split by columns, odd sizes), tall (split by rows), the MLP shape
-    for (m, k, n) in [(33, 70, 301), (301, 70, 45), (64, 784, 128)] {
+    for (m, k, n) in [
+        (33, 70, 301),
+        (301, 70, 45),
+        (64, 784, 128),
+        (1, 50, 7),
+        (5, 9, 13),
+    ] {
         let av: Vec<f32> = (0..m * k).map(|i| ((i * 31) % 17) as f32 - 8.0).collect();
         let bv: Vec<f32> = (0..k * n).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
         let a64: Vec<f64> = av.iter().map(|&x| x as f64).collect();

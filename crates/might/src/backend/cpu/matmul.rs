@@ -60,6 +60,30 @@ fn gemm_one<T: GemmDType>(
         a_end < lhs.len() && b_end < rhs.len(),
         "matmul: operand out of bounds"
     );
+    // `x[m, k] @ W[n, k]^T` with few rows (a linear layer on a small batch): the gemm crate
+    // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (measured here: m = 16 / 64
+    // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
+    // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
+    if m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
+        let mut t = super::pool::output::<T>(m * n);
+        let wa = Operand {
+            off: b.off,
+            rs: b.cs,
+            cs: b.rs,
+        };
+        let xb = Operand {
+            off: a.off,
+            rs: a.cs,
+            cs: a.rs,
+        };
+        gemm_one((n, m, k), &mut t, rhs, wa, lhs, xb, threads);
+        for (j, row) in t.chunks_exact(m).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                dst[i * n + j] = v;
+            }
+        }
+        return;
+    }
     let tile = Tile {
         dst: dst.as_mut_ptr(),
         ldd: n,
