@@ -6,7 +6,8 @@
 //! batched op, as PyTorch does). Kernels read dense buffers, so strided inputs are made
 //! contiguous first.
 
-use crate::backend::cpu::conv::{self as k, ConvGeom, PoolGeom};
+use crate::backend::cpu::conv::{self as k, ConvGeom};
+use crate::backend::cpu::pooling::{self as kp, PoolGeom};
 use crate::backend::cpu::CpuStorage as S;
 use crate::{DType, Error, Result, Tensor};
 
@@ -271,11 +272,11 @@ impl Tensor {
         let s = x.storage();
         let (out, idx) = match s.cpu() {
             S::F32(v) => {
-                let (o, i) = k::max_pool2d_forward(dense!(v, x), &geom);
+                let (o, i) = kp::max_pool2d_forward(dense!(v, x), &geom);
                 (S::F32(o), i)
             }
             S::F64(v) => {
-                let (o, i) = k::max_pool2d_forward(dense!(v, x), &geom);
+                let (o, i) = kp::max_pool2d_forward(dense!(v, x), &geom);
                 (S::F64(o), i)
             }
             _ => unreachable!("dtype checked in pool_setup"),
@@ -292,8 +293,8 @@ impl Tensor {
                     unreachable!("indices are i64")
                 };
                 let gx = match sg.cpu() {
-                    S::F32(v) => S::F32(k::max_pool2d_backward(dense!(v, g), iv, &geom)),
-                    S::F64(v) => S::F64(k::max_pool2d_backward(dense!(v, g), iv, &geom)),
+                    S::F32(v) => S::F32(kp::max_pool2d_backward(dense!(v, g), iv, &geom)),
+                    S::F64(v) => S::F64(kp::max_pool2d_backward(dense!(v, g), iv, &geom)),
                     _ => return Err(Error::dtype("max_pool2d_backward", "expected f32/f64")),
                 };
                 Ok(vec![Some(Tensor::from_cpu(gx, in_shape.clone()))])
@@ -315,8 +316,8 @@ impl Tensor {
         let (x, geom, out_shape) = pool_setup(op, self, kernel, stride, padding)?;
         let s = x.storage();
         let out = match s.cpu() {
-            S::F32(v) => S::F32(k::avg_pool2d_forward(dense!(v, x), &geom)),
-            S::F64(v) => S::F64(k::avg_pool2d_forward(dense!(v, x), &geom)),
+            S::F32(v) => S::F32(kp::avg_pool2d_forward(dense!(v, x), &geom)),
+            S::F64(v) => S::F64(kp::avg_pool2d_forward(dense!(v, x), &geom)),
             _ => unreachable!("dtype checked in pool_setup"),
         };
         drop(s);
@@ -327,8 +328,8 @@ impl Tensor {
                     let g = g.contiguous()?;
                     let sg = g.storage();
                     let gx = match sg.cpu() {
-                        S::F32(v) => S::F32(k::avg_pool2d_backward(dense!(v, g), &geom)),
-                        S::F64(v) => S::F64(k::avg_pool2d_backward(dense!(v, g), &geom)),
+                        S::F32(v) => S::F32(kp::avg_pool2d_backward(dense!(v, g), &geom)),
+                        S::F64(v) => S::F64(kp::avg_pool2d_backward(dense!(v, g), &geom)),
                         _ => return Err(Error::dtype("avg_pool2d_backward", "expected f32/f64")),
                     };
                     Ok(vec![Some(Tensor::from_cpu(gx, in_shape.clone()))])
@@ -365,13 +366,13 @@ impl Tensor {
         let x = self.detach().contiguous()?;
         let s = x.storage();
         let out = match s.cpu() {
-            S::F32(v) => S::F32(k::adaptive_avg_pool2d_forward(
+            S::F32(v) => S::F32(kp::adaptive_avg_pool2d_forward(
                 dense!(v, x),
                 planes,
                 hw,
                 output,
             )),
-            S::F64(v) => S::F64(k::adaptive_avg_pool2d_forward(
+            S::F64(v) => S::F64(kp::adaptive_avg_pool2d_forward(
                 dense!(v, x),
                 planes,
                 hw,
@@ -389,13 +390,13 @@ impl Tensor {
                     let g = g.contiguous()?;
                     let sg = g.storage();
                     let gx = match sg.cpu() {
-                        S::F32(v) => S::F32(k::adaptive_avg_pool2d_backward(
+                        S::F32(v) => S::F32(kp::adaptive_avg_pool2d_backward(
                             dense!(v, g),
                             planes,
                             hw,
                             output,
                         )),
-                        S::F64(v) => S::F64(k::adaptive_avg_pool2d_backward(
+                        S::F64(v) => S::F64(kp::adaptive_avg_pool2d_backward(
                             dense!(v, g),
                             planes,
                             hw,

@@ -2,10 +2,12 @@
 
 pub mod conv;
 pub mod elementwise;
+pub mod im2col;
 pub mod index;
 pub mod matmul;
 pub mod max_pool_avx2;
 pub mod pool;
+pub mod pooling;
 pub mod reduce;
 pub mod rows;
 pub mod simd;

@@ -1,0 +1,378 @@
+//! Pooling kernels (max, average, adaptive average) over dense `[planes, H, W]` buffers, one
+//! plane per (sample, channel), split across threads by plane.
+
+use super::conv::ConvFloat;
+use super::threads;
+use std::sync::Mutex;
+
+/// Geometry of a 2-D pooling over `planes` independent `[H, W]` planes (N * C of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolGeom {
+    pub planes: usize,
+    pub h: usize,
+    pub w: usize,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl PoolGeom {
+    /// Window along one axis for output index `o`: `[start, end)` clipped to the input, plus
+    /// the unclipped length (inside the padded input) used by `count_include_pad`.
+    #[inline]
+    fn window(o: usize, k: usize, s: usize, pad: usize, len: usize) -> (usize, usize, usize) {
+        let start = (o * s) as isize - pad as isize;
+        let end = (start + k as isize).min((len + pad) as isize);
+        let full = (end - start) as usize;
+        (start.max(0) as usize, (end.max(0) as usize).min(len), full)
+    }
+}
+
+/// Run `f(plane_index, in_plane, out_plane)` over all planes, in parallel when large.
+fn for_planes<T: Send + Sync, U: Send>(
+    input: &[T],
+    in_len: usize,
+    out: &mut [U],
+    out_len: usize,
+    work: usize,
+    f: impl Fn(&[T], &mut [U]) + Sync + Send,
+) {
+    if in_len == 0 || out_len == 0 {
+        return;
+    }
+    if threads::parallel(work) {
+        threads::for_each_chunk(out, out_len, |j, o| {
+            f(&input[j * in_len..(j + 1) * in_len], o)
+        });
+    } else {
+        out.chunks_mut(out_len)
+            .zip(input.chunks(in_len))
+            .for_each(|(o, i)| f(i, o));
+    }
+}
+
+/// Clipped `[start, end)` pooling windows along one axis, one per output index.
+type Windows = Vec<(usize, usize)>;
+
+impl PoolGeom {
+    /// The clipped `[start, end)` windows of every output row and column, computed once per
+    /// call instead of once per output element.
+    fn windows(&self) -> (Windows, Windows) {
+        let axis = |out: usize, a: usize, len: usize| -> Windows {
+            (0..out)
+                .map(|o| {
+                    let (s, e, _) =
+                        PoolGeom::window(o, self.kernel[a], self.stride[a], self.padding[a], len);
+                    (s, e)
+                })
+                .collect()
+        };
+        (axis(self.oh, 0, self.h), axis(self.ow, 1, self.w))
+    }
+}
+
+/// Max pooling. Returns the maxima and, for each, the flat index (`iy * W + ix`) of the input
+/// element it came from (PyTorch's `return_indices`). NaN wins, as in PyTorch.
+// the window loop indexes by position: it needs the index itself, not just the element
+#[allow(clippy::needless_range_loop)]
+pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i64>) {
+    let (hw, ohw, w) = (g.h * g.w, g.oh * g.ow, g.w);
+    assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
+    // every output is written (each window holds at least one element)
+    let mut vals = super::pool::output::<T>(g.planes * ohw);
+    let mut idx = vec![0i64; g.planes * ohw];
+    if hw == 0 || ohw == 0 {
+        return (vals, idx);
+    }
+    let (rows, cols) = g.windows();
+    let pair = g.kernel == [2, 2] && g.stride == [2, 2] && g.padding == [0, 0];
+    let plane = |((vp, ip), xp): ((&mut [T], &mut [i64]), &[T])| {
+        if pair {
+            return max_pool_2x2(xp, vp, ip, g);
+        }
+        for (oy, &(y0, y1)) in rows.iter().enumerate() {
+            for (ox, &(x0, x1)) in cols.iter().enumerate() {
+                // padding never wins: windows always hold a real element (padding <= k/2)
+                let (mut best, mut at) = (T::neg_infinity(), y0 * w + x0);
+                'win: for iy in y0..y1 {
+                    for i in iy * w + x0..iy * w + x1 {
+                        let v = xp[i];
+                        if v > best || v.is_nan() {
+                            (best, at) = (v, i);
+                            if v.is_nan() {
+                                break 'win;
+                            }
+                        }
+                    }
+                }
+                vp[oy * g.ow + ox] = best;
+                ip[oy * g.ow + ox] = at as i64;
+            }
+        }
+    };
+    if threads::parallel(vals.len() * g.kernel[0] * g.kernel[1]) {
+        let planes: Vec<Mutex<_>> = vals
+            .chunks_mut(ohw)
+            .zip(idx.chunks_mut(ohw))
+            .map(Mutex::new)
+            .collect();
+        threads::run(planes.len(), |j| {
+            let (vp, ip) = &mut *planes[j].lock().unwrap();
+            plane(((vp, ip), &x[j * hw..(j + 1) * hw]))
+        });
+    } else {
+        vals.chunks_mut(ohw)
+            .zip(idx.chunks_mut(ohw))
+            .zip(x.chunks(hw))
+            .for_each(plane);
+    }
+    (vals, idx)
+}
+
+/// The common 2x2, stride 2 max pool of one plane without window tables: the same scan order
+/// (row-major, first maximum wins, NaN wins) as the general loop.
+fn max_pool_2x2<T: ConvFloat>(xp: &[T], vp: &mut [T], ip: &mut [i64], g: &PoolGeom) {
+    let w = g.w;
+    for oy in 0..g.oh {
+        let r0 = &xp[2 * oy * w..2 * oy * w + w];
+        let r1 = &xp[(2 * oy + 1) * w..(2 * oy + 2) * w];
+        let vrow = &mut vp[oy * g.ow..(oy + 1) * g.ow];
+        let irow = &mut ip[oy * g.ow..(oy + 1) * g.ow];
+        if T::max_pool_2x2_row(r0, r1, 2 * oy * w, w, vrow, irow) {
+            continue;
+        }
+        for ox in 0..g.ow {
+            let c = 2 * ox;
+            let cand = [
+                (r0[c], c),
+                (r0[c + 1], c + 1),
+                (r1[c], w + c),
+                (r1[c + 1], w + c + 1),
+            ];
+            let (mut best, mut at) = cand[0];
+            if !best.is_nan() {
+                for &(v, i) in &cand[1..] {
+                    if v > best || v.is_nan() {
+                        (best, at) = (v, i);
+                        if v.is_nan() {
+                            break;
+                        }
+                    }
+                }
+            }
+            vrow[ox] = best;
+            irow[ox] = (2 * oy * w + at) as i64;
+        }
+    }
+}
+
+/// Max pooling backward: each output gradient goes to the input element its maximum came from.
+pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) -> Vec<T> {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    assert!(
+        gy.len() == g.planes * ohw && idx.len() == gy.len(),
+        "max_pool2d_backward"
+    );
+    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
+    if hw == 0 || ohw == 0 {
+        return gx;
+    }
+    let plane = |(xp, (gp, ip)): (&mut [T], (&[T], &[i64]))| {
+        for (&v, &i) in gp.iter().zip(ip) {
+            // indices come from our own forward pass; a bad one is a bug, not user input
+            xp[i as usize] += v;
+        }
+    };
+    if threads::parallel(gx.len()) {
+        threads::for_each_chunk(&mut gx, hw, |j, xp| {
+            let r = j * ohw..(j + 1) * ohw;
+            plane((xp, (&gy[r.clone()], &idx[r])))
+        });
+    } else {
+        gx.chunks_mut(hw)
+            .zip(gy.chunks(ohw).zip(idx.chunks(ohw)))
+            .for_each(plane);
+    }
+    gx
+}
+
+/// Average pooling, `count_include_pad = true` (the divisor counts padded positions).
+pub fn avg_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    assert_eq!(x.len(), g.planes * hw, "avg_pool2d: buffer size");
+    let mut out = super::pool::zeroed::<T>(g.planes * ohw);
+    let work = out.len() * g.kernel[0] * g.kernel[1];
+    for_planes(x, hw, &mut out, ohw, work, |xp, op| {
+        for oy in 0..g.oh {
+            let (y0, y1, fy) = PoolGeom::window(oy, g.kernel[0], g.stride[0], g.padding[0], g.h);
+            for ox in 0..g.ow {
+                let (x0, x1, fx) =
+                    PoolGeom::window(ox, g.kernel[1], g.stride[1], g.padding[1], g.w);
+                let mut s = T::zero();
+                for iy in y0..y1 {
+                    for &v in &xp[iy * g.w + x0..iy * g.w + x1] {
+                        s += v;
+                    }
+                }
+                op[oy * g.ow + ox] = s / T::from(fy * fx).unwrap();
+            }
+        }
+    });
+    out
+}
+
+/// Average pooling backward: each output gradient is spread evenly over its window.
+pub fn avg_pool2d_backward<T: ConvFloat>(gy: &[T], g: &PoolGeom) -> Vec<T> {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    assert_eq!(gy.len(), g.planes * ohw, "avg_pool2d_backward: buffer size");
+    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
+    let work = gy.len() * g.kernel[0] * g.kernel[1];
+    for_planes(gy, ohw, &mut gx, hw, work, |gp, xp| {
+        for oy in 0..g.oh {
+            let (y0, y1, fy) = PoolGeom::window(oy, g.kernel[0], g.stride[0], g.padding[0], g.h);
+            for ox in 0..g.ow {
+                let (x0, x1, fx) =
+                    PoolGeom::window(ox, g.kernel[1], g.stride[1], g.padding[1], g.w);
+                let v = gp[oy * g.ow + ox] / T::from(fy * fx).unwrap();
+                for iy in y0..y1 {
+                    for d in &mut xp[iy * g.w + x0..iy * g.w + x1] {
+                        *d += v;
+                    }
+                }
+            }
+        }
+    });
+    gx
+}
+
+/// Adaptive window `[floor(o * len / out), ceil((o + 1) * len / out))` (PyTorch's formula).
+#[inline]
+fn adaptive_window(o: usize, out: usize, len: usize) -> (usize, usize) {
+    (o * len / out, ((o + 1) * len).div_ceil(out))
+}
+
+/// Adaptive average pooling of `planes` `[h, w]` planes to `[oh, ow]`.
+pub fn adaptive_avg_pool2d_forward<T: ConvFloat>(
+    x: &[T],
+    planes: usize,
+    [h, w]: [usize; 2],
+    [oh, ow]: [usize; 2],
+) -> Vec<T> {
+    assert_eq!(x.len(), planes * h * w, "adaptive_avg_pool2d: buffer size");
+    let mut out = super::pool::zeroed::<T>(planes * oh * ow);
+    let work = planes * h * w;
+    for_planes(x, h * w, &mut out, oh * ow, work, |xp, op| {
+        for oy in 0..oh {
+            let (y0, y1) = adaptive_window(oy, oh, h);
+            for ox in 0..ow {
+                let (x0, x1) = adaptive_window(ox, ow, w);
+                let mut s = T::zero();
+                for iy in y0..y1 {
+                    for &v in &xp[iy * w + x0..iy * w + x1] {
+                        s += v;
+                    }
+                }
+                op[oy * ow + ox] = s / T::from((y1 - y0) * (x1 - x0)).unwrap();
+            }
+        }
+    });
+    out
+}
+
+/// Adaptive average pooling backward: each output gradient spread evenly over its window.
+pub fn adaptive_avg_pool2d_backward<T: ConvFloat>(
+    gy: &[T],
+    planes: usize,
+    [h, w]: [usize; 2],
+    [oh, ow]: [usize; 2],
+) -> Vec<T> {
+    assert_eq!(gy.len(), planes * oh * ow, "adaptive_avg_pool2d_backward");
+    let mut gx = super::pool::zeroed::<T>(planes * h * w);
+    let work = planes * h * w;
+    for_planes(gy, oh * ow, &mut gx, h * w, work, |gp, xp| {
+        for oy in 0..oh {
+            let (y0, y1) = adaptive_window(oy, oh, h);
+            for ox in 0..ow {
+                let (x0, x1) = adaptive_window(ox, ow, w);
+                let v = gp[oy * ow + ox] / T::from((y1 - y0) * (x1 - x0)).unwrap();
+                for iy in y0..y1 {
+                    for d in &mut xp[iy * w + x0..iy * w + x1] {
+                        *d += v;
+                    }
+                }
+            }
+        }
+    });
+    gx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_pool_2x2_path_matches_general_scan() {
+        // values with ties and NaNs: the 2x2/stride-2 path must give the sequential
+        // scan's answer (first maximum, first NaN), values and indices
+        let vals = [
+            1.0f32,
+            1.0,
+            0.5,
+            f32::NAN,
+            -2.0,
+            3.0,
+            3.0,
+            0.0,
+            f32::NAN,
+            f32::NAN,
+        ];
+        let mut g = crate::Generator::new(3);
+        // rows of 4 outputs (scalar), 13 (a vector step and an overlapping last one),
+        // 8 (exactly one vector step) and 17 with an odd row length
+        for (h, w) in [(6, 8), (4, 26), (2, 16), (6, 35)] {
+            for trial in 0..50 {
+                let x: Vec<f32> = (0..2 * h * w)
+                    .map(|_| vals[g.below(vals.len() as u64) as usize])
+                    .collect();
+                let geom = PoolGeom {
+                    planes: 2,
+                    h,
+                    w,
+                    oh: h / 2,
+                    ow: w / 2,
+                    kernel: [2, 2],
+                    stride: [2, 2],
+                    padding: [0, 0],
+                };
+                let (fv, fi) = max_pool2d_forward(&x, &geom);
+                // reference: sequential scan, first maximum wins, first NaN wins
+                for p in 0..2 {
+                    for oy in 0..h / 2 {
+                        for ox in 0..w / 2 {
+                            let mut best = (f32::NEG_INFINITY, 2 * oy * w + 2 * ox);
+                            'win: for iy in 2 * oy..2 * oy + 2 {
+                                for ix in 2 * ox..2 * ox + 2 {
+                                    let v = x[p * h * w + iy * w + ix];
+                                    if v > best.0 || v.is_nan() {
+                                        best = (v, iy * w + ix);
+                                        if v.is_nan() {
+                                            break 'win;
+                                        }
+                                    }
+                                }
+                            }
+                            let o = p * (h / 2) * (w / 2) + oy * (w / 2) + ox;
+                            assert_eq!(fi[o], best.1 as i64, "trial {trial} index at {o}");
+                            assert!(
+                                fv[o] == best.0 || (fv[o].is_nan() && best.0.is_nan()),
+                                "trial {trial} value at {o}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
