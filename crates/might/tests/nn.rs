@@ -9,6 +9,16 @@ use might::nn::{
     MultiheadAttention, RMSNorm, ReLU, Sequential, SiLU, Sigmoid, Softmax, Tanh, GELU,
 };
 use might::{manual_seed, no_grad, DType, ErrorKind, Result, Tensor};
+use std::sync::{Mutex, MutexGuard};
+
+/// Seed the global generator and hold it for the rest of the test: tests run in parallel and
+/// share the generator, so another test's draws would otherwise change this one's weights.
+fn seeded(seed: u64) -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    manual_seed(seed);
+    guard
+}
 
 fn t64(v: &[f64], s: &[usize]) -> Tensor {
     Tensor::from_slice(v, s).unwrap()
@@ -30,6 +40,7 @@ fn gc() -> GradCheck {
 
 #[test]
 fn linear_hand_computed_and_shape_error() -> Result<()> {
+    let _seed = seeded(0); // draws from the shared generator
     let l = Linear::from_weights(
         t64(&[1., 2., 3., 4., 5., 6.], &[3, 2]),
         Some(t64(&[1., 0., -1.], &[3])),
@@ -45,7 +56,7 @@ fn linear_hand_computed_and_shape_error() -> Result<()> {
 
 #[test]
 fn linear_default_init_is_uniform_within_one_over_sqrt_fan_in() -> Result<()> {
-    manual_seed(3);
+    let _seed = seeded(3);
     let l = Linear::new(16, 32, true);
     assert_eq!(l.weight.dims(), &[32, 16]);
     assert_eq!(l.weight.dtype(), DType::F32);
@@ -62,7 +73,7 @@ fn linear_default_init_is_uniform_within_one_over_sqrt_fan_in() -> Result<()> {
 
 #[test]
 fn linear_gradcheck_input_weight_bias() -> Result<()> {
-    manual_seed(1);
+    let _seed = seeded(1);
     let x = Tensor::randn([3, 4], DType::F64)?;
     let w = Tensor::randn([2, 4], DType::F64)?;
     let b = Tensor::randn([2], DType::F64)?;
@@ -91,6 +102,7 @@ impl Module for Mlp {
 
 #[test]
 fn parameter_names_follow_pytorch() -> Result<()> {
+    let _seed = seeded(0); // draws from the shared generator
     let seq = Sequential::new()
         .add(Linear::new(4, 8, true))
         .add(ReLU)
@@ -149,7 +161,7 @@ fn parameter_names_follow_pytorch() -> Result<()> {
 
 #[test]
 fn activation_modules_match_ops_and_gradcheck() -> Result<()> {
-    manual_seed(2);
+    let _seed = seeded(2);
     let x = Tensor::randn([2, 5], DType::F64)?;
     let mods: Vec<Box<dyn Module>> = vec![
         Box::new(GELU::new()),
@@ -172,6 +184,7 @@ fn activation_modules_match_ops_and_gradcheck() -> Result<()> {
 
 #[test]
 fn flatten_keeps_batch_dim() -> Result<()> {
+    let _seed = seeded(0); // draws from the shared generator
     let x = Tensor::zeros([2, 3, 4, 5], DType::F32)?;
     assert_eq!(Flatten::new().forward(&x)?.dims(), &[2, 60]);
     assert_eq!(Flatten::with_dims(1, 2).forward(&x)?.dims(), &[2, 12, 5]);
@@ -180,6 +193,7 @@ fn flatten_keeps_batch_dim() -> Result<()> {
 
 #[test]
 fn embedding_lookup_and_grad() -> Result<()> {
+    let _seed = seeded(0); // draws from the shared generator
     let w = t64(&[0., 1., 10., 11., 20., 21.], &[3, 2]);
     let e = Embedding::from_weight(w.clone())?;
     let ids = Tensor::from_vec(vec![2i64, 0, 2], [3])?;
@@ -227,7 +241,7 @@ fn layer_norm_hand_values_and_gradcheck() -> Result<()> {
     // row 2: mean 1, var (4 + 1 + 9) / 3
     let s = (14.0f64 / 3.0).sqrt();
     close(&y[3..], &[-2. / s, -1. / s, 3. / s], 1e-12);
-    manual_seed(4);
+    let _seed = seeded(4);
     let x = Tensor::randn([3, 2, 4], DType::F64)?;
     let w = Tensor::randn([4], DType::F64)?;
     let b = Tensor::randn([4], DType::F64)?;
@@ -269,7 +283,7 @@ fn rms_norm_hand_values_and_gradcheck() -> Result<()> {
     // rms = sqrt((9 + 16) / 2)
     let k = (12.5f64).sqrt();
     close(&r.forward(&x)?.to_vec::<f64>()?, &[3. / k, 4. / k], 1e-12);
-    manual_seed(6);
+    let _seed = seeded(6);
     let x = Tensor::randn([3, 5], DType::F64)?;
     let w = Tensor::randn([5], DType::F64)?;
     gradcheck(
@@ -281,6 +295,7 @@ fn rms_norm_hand_values_and_gradcheck() -> Result<()> {
 
 #[test]
 fn batchnorm1d_running_stats_after_two_steps_and_eval() -> Result<()> {
+    let _seed = seeded(0); // draws from the shared generator
     let mut bn = BatchNorm1d::new(2);
     // channel 0: [1, 3] -> mean 2, biased var 1, unbiased 2; channel 1: [0, 0] -> 0, 0
     let x1 = Tensor::from_vec(vec![1f32, 0., 3., 0.], [2, 2])?;
@@ -328,7 +343,7 @@ fn batchnorm1d_running_stats_after_two_steps_and_eval() -> Result<()> {
 
 #[test]
 fn batchnorm_gradcheck_train_and_eval() -> Result<()> {
-    manual_seed(7);
+    let _seed = seeded(7);
     let x = Tensor::randn([4, 3], DType::F64)?;
     let w = Tensor::randn([3], DType::F64)?;
     let b = Tensor::randn([3], DType::F64)?;
@@ -375,7 +390,7 @@ fn sdpa_hand_values_masks_and_gradcheck() -> Result<()> {
     let m = Tensor::from_vec(vec![false, true], [1, 2])?;
     let y = scaled_dot_product_attention(&q, &k, &v, Some(&m), 0.0, false)?;
     close(&y.to_vec::<f64>()?, &[20.0], 1e-12);
-    manual_seed(8);
+    let _seed = seeded(8);
     let q = Tensor::randn([2, 3, 4], DType::F64)?;
     let k = Tensor::randn([2, 5, 4], DType::F64)?;
     let v = Tensor::randn([2, 5, 2], DType::F64)?;
@@ -396,7 +411,7 @@ fn sdpa_hand_values_masks_and_gradcheck() -> Result<()> {
 
 #[test]
 fn mha_gradcheck_and_weights() -> Result<()> {
-    manual_seed(9);
+    let _seed = seeded(9);
     let cfg = MhaConfig {
         batch_first: true,
         ..Default::default()
@@ -438,7 +453,7 @@ fn mha_gradcheck_and_weights() -> Result<()> {
 
 #[test]
 fn init_functions_follow_pytorch_fans() -> Result<()> {
-    manual_seed(10);
+    let _seed = seeded(10);
     let w = Tensor::zeros([64, 32, 3, 3], DType::F32)?;
     assert_eq!(init::calculate_fan_in_and_fan_out(&w)?, (288, 576));
     init::xavier_uniform(&w, 1.0)?;
@@ -479,7 +494,7 @@ fn init_functions_follow_pytorch_fans() -> Result<()> {
 
 #[test]
 fn mlp_learns_xor_with_plain_gradient_descent() -> Result<()> {
-    manual_seed(42);
+    let _seed = seeded(42);
     let model = Sequential::new()
         .add(Linear::new(2, 8, true))
         .add(Tanh)
@@ -513,7 +528,7 @@ fn mlp_learns_xor_with_plain_gradient_descent() -> Result<()> {
 /// matches finite differences for row- and column-major, shared 3-D and batched rhs.
 #[test]
 fn matmul_weight_grad_folds_batch_and_keeps_layout() -> Result<()> {
-    manual_seed(2);
+    let _seed = seeded(2);
     let x = Tensor::randn([2, 3, 4], DType::F64)?;
     let w = Tensor::randn([5, 4], DType::F64)?;
     // column-major rhs (as in a linear layer) and row-major rhs
