@@ -1,6 +1,7 @@
 //! The CPU backend: typed buffers and the kernels that read them through layouts.
 
 pub mod conv;
+pub mod conv_direct;
 pub mod elementwise;
 pub mod im2col;
 pub mod index;

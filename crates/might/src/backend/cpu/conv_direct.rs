@@ -1,0 +1,626 @@
+//! Direct convolution for stride-1, undilated convolutions, in the [`Wide`] position layout.
+//!
+//! In the wide layout a conv is a sum of shifted rows: with the input planes copied (and
+//! zero-padded) into one buffer `xp`, output `o` at wide position `pos` is
+//! `sum_k w[o][k] * xp[off[k] + pos]`, `off[k] = c * plane + ki * Wp + kj` for patch element
+//! `k = (c, ki, kj)`. [`shifted_products`] computes that straight from `xp`: a register tile of
+//! [`R`] outputs by [`V`] positions, one broadcast weight and one contiguous load per patch
+//! element. No column matrix is built and nothing is packed, which on MNIST-sized layers (a
+//! few channels, planes of 13x13 or 28x28) is most of the cost of im2col + GEMM.
+//!
+//! The backward pass reuses it: the input gradient is the same sum with input and output
+//! channels swapped and the shifts negated ([`grad_input`]); the weight gradient is a dot
+//! product of each output-gradient row with each shifted input row ([`grad_weight`]).
+//!
+//! The loops run over fixed-size arrays that LLVM compiles 8 lanes wide with fused
+//! multiply-adds in an AVX2+FMA build, chosen at run time.
+
+use super::conv::{ConvFloat, ConvGeom};
+use super::simd;
+
+/// The "wide" numbering of output positions: `(oy, ox)` is `oy * Wp + ox` over the padded
+/// input width `Wp` instead of `oy * OW + ox`, so patch element `(c, ki, kj)` reads the
+/// contiguous run `xp[c][ki * Wp + kj..][..len]` of the padded input for all positions at once,
+/// `len = (OH - 1) * Wp + OW`. The `Wp - OW` positions after every output row but the last are
+/// not outputs: the kernels compute them too, the forward pass drops them and the backward pass
+/// gives them a zero output gradient.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Wide {
+    /// Padded input height and width.
+    hp: usize,
+    wp: usize,
+    /// Wide positions per sample.
+    pub len: usize,
+}
+
+impl Wide {
+    /// The wide layout of `g`, when it applies and wastes at most a quarter of the work.
+    pub(super) fn of(g: &ConvGeom) -> Option<Wide> {
+        if g.stride != [1, 1] || g.dilation != [1, 1] || g.pointwise() || g.oh == 0 || g.ow == 0 {
+            return None;
+        }
+        let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
+        let len = (g.oh - 1) * wp + g.ow;
+        (4 * len <= 5 * g.p()).then_some(Wide { hp, wp, len })
+    }
+
+    /// Padded input width: the row stride of wide positions.
+    pub(super) fn wp(&self) -> usize {
+        self.wp
+    }
+
+    /// Elements of one padded input plane.
+    pub(super) fn plane(&self) -> usize {
+        self.hp * self.wp
+    }
+
+    /// Copy the wide row `src` (`len` elements, row stride `Wp`) into the dense output plane
+    /// `dst` (`OH * OW`), adding `bias`.
+    pub(super) fn unwiden<T: ConvFloat>(&self, g: &ConvGeom, src: &[T], dst: &mut [T], bias: T) {
+        for (d, s) in dst.chunks_exact_mut(g.ow).zip(src.chunks(self.wp)) {
+            for (d, &v) in d.iter_mut().zip(s) {
+                *d = v + bias;
+            }
+        }
+    }
+
+    /// Copy the dense plane `src` (`OH * OW`) into the wide row `dst`, zeros in the gaps.
+    pub(super) fn widen<T: ConvFloat>(&self, g: &ConvGeom, src: &[T], dst: &mut [T]) {
+        for (oy, s) in src.chunks_exact(g.ow).enumerate() {
+            let d = &mut dst[oy * self.wp..];
+            d[..g.ow].copy_from_slice(s);
+            if oy + 1 < g.oh {
+                d[g.ow..self.wp].fill(T::zero());
+            }
+        }
+    }
+}
+
+/// Output rows per register tile.
+const R: usize = 4;
+/// Positions per register tile (two AVX2 vectors of f32).
+const V: usize = 16;
+/// Lanes of the weight-gradient dot products, and patch elements per weight-gradient tile.
+const L: usize = 8;
+const T3: usize = 3;
+
+/// Weights laid out for [`shifted_products`]: for each block of [`R`] output rows, for each
+/// patch element `k`, the `R` weights `w[o][k]` side by side (rows past the end are zero).
+pub(super) struct Packed<T> {
+    data: Vec<T>,
+    klen: usize,
+}
+
+impl<T: ConvFloat> Packed<T> {
+    /// Pack `rows x klen` weights given element-wise by `get(row, k)`.
+    pub(super) fn new(rows: usize, klen: usize, get: impl Fn(usize, usize) -> T) -> Self {
+        let blocks = rows.div_ceil(R);
+        let mut data = vec![T::zero(); blocks * klen * R];
+        for (b, blk) in data.chunks_exact_mut(klen * R).enumerate() {
+            for (k, ws) in blk.chunks_exact_mut(R).enumerate() {
+                for (r, w) in ws.iter_mut().enumerate() {
+                    if b * R + r < rows {
+                        *w = get(b * R + r, k);
+                    }
+                }
+            }
+        }
+        Packed { data, klen }
+    }
+
+    /// Output rows, rounded up to whole tiles.
+    pub(super) fn rows(&self) -> usize {
+        self.data.len() / self.klen.max(1)
+    }
+}
+
+/// [`shifted_tiles`] compiled for AVX2+FMA. (A closure through [`simd::run`] would not do:
+/// these loops are too large for LLVM to inline the closure, and out of line it compiles for
+/// baseline SSE2.)
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn shifted_tiles_avx2<T: ConvFloat>(
+    x: &[T],
+    off: &[usize],
+    w: &Packed<T>,
+    out: &mut [T],
+    ldo: usize,
+    span: usize,
+) {
+    shifted_tiles::<T, true>(x, off, w, out, ldo, span)
+}
+
+/// [`weight_tiles`] compiled for AVX2+FMA.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weight_tiles_avx2<T: ConvFloat>(
+    gy: &[T],
+    ldg: usize,
+    rows: usize,
+    x: &[T],
+    off: &[usize],
+    gw: &mut [T],
+    span: usize,
+) {
+    weight_tiles::<T, true>(gy, ldg, rows, x, off, gw, span)
+}
+
+/// `N` elements of `s` from `at` on, without a bounds check (the kernels check their whole
+/// reach once, before their loops).
+///
+/// # Safety
+/// `at + N <= s.len()`.
+#[inline(always)]
+unsafe fn load<T: Copy, const N: usize>(s: &[T], at: usize) -> [T; N] {
+    debug_assert!(at + N <= s.len());
+    // SAFETY: the caller guarantees the N elements lie inside `s`; an unaligned read needs
+    // no alignment.
+    unsafe { std::ptr::read_unaligned(s.as_ptr().add(at) as *const [T; N]) }
+}
+
+/// `a * b + c`, as one fused multiply-add in the AVX2+FMA build (`FUSED`; twice the
+/// arithmetic per instruction) and as a multiply then an add elsewhere, where `mul_add` would
+/// be a library call. The two builds may differ in the last bit, as the GEMM's do.
+#[inline(always)]
+fn madd<T: ConvFloat, const FUSED: bool>(a: T, b: T, c: T) -> T {
+    if FUSED {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// Positions rounded up to whole tiles: the row length of [`shifted_products`]' output and the
+/// slack its input needs past the last shifted row.
+pub(super) fn tiled(len: usize) -> usize {
+    len.div_ceil(V) * V
+}
+
+/// `out[o][pos] = sum_k w[o][k] * x[off[k] + pos]` for every packed row `o` (`w.rows()`, a
+/// multiple of [`R`]) and `pos < tiled(len)`; row `o` of `out` starts at `o * ldo`.
+pub(super) fn shifted_products<T: ConvFloat>(
+    x: &[T],
+    off: &[usize],
+    w: &Packed<T>,
+    out: &mut [T],
+    ldo: usize,
+    len: usize,
+) {
+    let (klen, span) = (off.len(), tiled(len));
+    assert_eq!(klen, w.klen, "conv: packed weights");
+    let reach = off.iter().max().map_or(0, |&m| m + span);
+    assert!(
+        x.len() >= reach && ldo >= span && out.len() >= w.rows() * ldo,
+        "conv: direct kernel bounds"
+    );
+    if klen == 0 {
+        return out.fill(T::zero());
+    }
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    if simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above), all this requires.
+        return unsafe { shifted_tiles_avx2(x, off, w, out, ldo, span) };
+    }
+    shifted_tiles::<T, false>(x, off, w, out, ldo, span)
+}
+
+/// The loops of [`shifted_products`], inlined into its AVX2 build.
+#[inline(always)]
+fn shifted_tiles<T: ConvFloat, const FUSED: bool>(
+    x: &[T],
+    off: &[usize],
+    w: &Packed<T>,
+    out: &mut [T],
+    ldo: usize,
+    span: usize,
+) {
+    let klen = off.len();
+    {
+        for (wb, ob) in w.data.chunks_exact(klen * R).zip(out.chunks_mut(R * ldo)) {
+            for p0 in (0..span).step_by(V) {
+                let mut acc = [[T::zero(); V]; R];
+                for (&o, ws) in off.iter().zip(wb.chunks_exact(R)) {
+                    // SAFETY: o + p0 + V <= max(off) + span <= x.len(), asserted by the caller
+                    let xs: [T; V] = unsafe { load(x, o + p0) };
+                    for (a, &wv) in acc.iter_mut().zip(ws) {
+                        for (a, &xv) in a.iter_mut().zip(&xs) {
+                            *a = madd::<T, FUSED>(wv, xv, *a);
+                        }
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    ob[r * ldo + p0..r * ldo + p0 + V].copy_from_slice(a);
+                }
+            }
+        }
+    }
+}
+
+/// Lane partial sums of the weight gradient: `gw[o][k] = sum_l lanes[(o * klen + k) * LANES + l]`.
+/// Kept apart over all the samples a thread handles and summed once at the end, since a
+/// horizontal sum per sample would cost more than the products on MNIST-sized planes.
+pub(super) const LANES: usize = L;
+
+/// Sum weight-gradient lane partials (see [`LANES`]) into `gw`.
+pub(super) fn add_lanes<T: ConvFloat>(lanes: &[T], gw: &mut [T]) {
+    for (g, l) in gw.iter_mut().zip(lanes.chunks_exact(L)) {
+        *g += l.iter().fold(T::zero(), |s, &v| s + v);
+    }
+}
+
+/// `gw[o][k] += sum_{pos < len} gy[o * ldg + pos] * x[off[k] + pos]` for `o < rows`, in lane
+/// partials: `gw` holds [`LANES`] elements per `(o, k)`. `gy` rows
+/// must hold zeros from `len` up to `tiled(len)`, and `x` must reach `max(off) + tiled(len)`.
+pub(super) fn grad_weight<T: ConvFloat>(
+    gy: &[T],
+    ldg: usize,
+    rows: usize,
+    x: &[T],
+    off: &[usize],
+    gw: &mut [T],
+    len: usize,
+) {
+    let (klen, span) = (off.len(), len.div_ceil(L) * L);
+    let reach = off.iter().max().map_or(0, |&m| m + span);
+    assert!(
+        x.len() >= reach
+            && gw.len() >= rows * klen * L
+            && (rows == 0 || gy.len() >= (rows - 1) * ldg + span),
+        "conv: direct weight-gradient bounds"
+    );
+    #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+    if simd::has_avx2() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above), all this requires.
+        return unsafe { weight_tiles_avx2(gy, ldg, rows, x, off, gw, span) };
+    }
+    weight_tiles::<T, false>(gy, ldg, rows, x, off, gw, span)
+}
+
+/// The loops of [`grad_weight`], inlined into its AVX2 build.
+#[inline(always)]
+fn weight_tiles<T: ConvFloat, const FUSED: bool>(
+    gy: &[T],
+    ldg: usize,
+    rows: usize,
+    x: &[T],
+    off: &[usize],
+    gw: &mut [T],
+    span: usize,
+) {
+    let klen = off.len();
+    {
+        for o0 in (0..rows).step_by(R) {
+            let nr = R.min(rows - o0);
+            for k0 in (0..klen).step_by(T3) {
+                let nk = T3.min(klen - k0);
+                // short tiles repeat their last row / element; only the real ones are stored
+                let ks: [usize; T3] = std::array::from_fn(|j| off[k0 + j.min(nk - 1)]);
+                let os: [usize; R] = std::array::from_fn(|r| (o0 + r.min(nr - 1)) * ldg);
+                let mut acc = [[[T::zero(); L]; T3]; R];
+                for p in (0..span).step_by(L) {
+                    // SAFETY: k + p + L <= max(off) + span <= x.len(), asserted by the caller
+                    let xs: [[T; L]; T3] = ks.map(|k| unsafe { load(x, k + p) });
+                    for (a, &orow) in acc.iter_mut().zip(&os) {
+                        // SAFETY: orow + p + L <= (rows - 1) * ldg + span <= gy.len(), asserted
+                        let g: [T; L] = unsafe { load(gy, orow + p) };
+                        for (a, xv) in a.iter_mut().zip(&xs) {
+                            for l in 0..L {
+                                a[l] = madd::<T, FUSED>(g[l], xv[l], a[l]);
+                            }
+                        }
+                    }
+                }
+                for (r, a) in acc.iter().enumerate().take(nr) {
+                    for (j, a) in a.iter().enumerate().take(nk) {
+                        let at = ((o0 + r) * klen + k0 + j) * L;
+                        for (g, &v) in gw[at..at + L].iter_mut().zip(a) {
+                            *g += v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where each patch element of one group reads, relative to a wide position, in an input
+/// buffer holding `cg` planes of `stride` elements: `c * stride + ki * Wp + kj`.
+pub(super) fn offsets(g: &ConvGeom, wd: &Wide, stride: usize) -> Vec<usize> {
+    let mut off = Vec::with_capacity(g.klen());
+    for c in 0..g.cg() {
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                off.push(c * stride + ki * wd.wp() + kj);
+            }
+        }
+    }
+    off
+}
+
+/// One group's weights and read offsets for the direct kernels, prepared once per call.
+pub(super) struct GroupPlan<T> {
+    /// `w[o][k]` for the forward pass.
+    fwd: Packed<T>,
+    /// `w[o][c, t]` as `[c][o, t]`, for the input gradient (when asked).
+    bwd: Option<Packed<T>>,
+}
+
+/// Everything the direct kernels need for one conv call.
+pub(super) struct Plan<T> {
+    g: ConvGeom,
+    wd: Wide,
+    groups: Vec<GroupPlan<T>>,
+    /// Forward offsets into the padded input copy.
+    off_x: Vec<usize>,
+    /// Input-gradient offsets into the shifted output-gradient copy.
+    off_g: Vec<usize>,
+}
+
+impl<T: ConvFloat> Plan<T> {
+    /// The plan of `g` with weights `w` (`[O, C/groups, kh, kw]`); `None` when the direct
+    /// kernels do not apply (not stride 1 and undilated, or too wasteful a wide layout).
+    pub(super) fn new(g: &ConvGeom, w: &[T], need_grad_input: bool) -> Option<Self> {
+        let wd = Wide::of(g)?;
+        if g.c == 0 {
+            return None;
+        }
+        let (og, klen, taps) = (g.og(), g.klen(), g.kh * g.kw);
+        let groups = (0..g.groups)
+            .map(|grp| {
+                let wg = &w[grp * og * klen..(grp + 1) * og * klen];
+                GroupPlan {
+                    fwd: Packed::new(og, klen, |o, k| wg[o * klen + k]),
+                    bwd: need_grad_input.then(|| {
+                        Packed::new(g.cg(), og * taps, |c, k| {
+                            wg[(k / taps) * klen + c * taps + k % taps]
+                        })
+                    }),
+                }
+            })
+            .collect();
+        let off_x = offsets(g, &wd, wd.plane());
+        let (gl, m) = (Self::g_row(g, &wd), Self::margin(g, &wd));
+        let mut off_g = Vec::with_capacity(og * taps);
+        for o in 0..og {
+            for ki in 0..g.kh {
+                for kj in 0..g.kw {
+                    off_g.push(o * gl + m - (ki * wd.wp() + kj));
+                }
+            }
+        }
+        Some(Plan {
+            g: *g,
+            wd,
+            groups,
+            off_x,
+            off_g,
+        })
+    }
+
+    /// Zeros before the output gradient in its shifted copy: the largest patch shift.
+    fn margin(g: &ConvGeom, wd: &Wide) -> usize {
+        (g.kh - 1) * wd.wp() + g.kw - 1
+    }
+
+    /// Row length of the shifted output-gradient copy: the margin, then a whole padded plane
+    /// of input-gradient positions.
+    fn g_row(g: &ConvGeom, wd: &Wide) -> usize {
+        Self::margin(g, wd) + tiled(wd.plane())
+    }
+
+    /// Length of the padded input copy: the planes and the slack a last tile reads.
+    fn xp_len(&self) -> usize {
+        self.g.cg() * self.wd.plane() + V
+    }
+
+    /// Scratch elements [`Self::forward`] needs.
+    pub(super) fn forward_scratch(&self) -> usize {
+        self.xp_len() + self.groups[0].fwd.rows() * tiled(self.wd.len)
+    }
+
+    /// Scratch elements [`Self::backward`] needs.
+    pub(super) fn backward_scratch(&self) -> usize {
+        let gxp = self.groups[0].bwd.as_ref().map_or(0, |p| p.rows()) * tiled(self.wd.plane());
+        self.g.og() * Self::g_row(&self.g, &self.wd) + self.xp_len() + gxp
+    }
+
+    /// Copy one group's input planes (`[C/groups, H, W]`) into `xp`, zero-padded.
+    fn pad_input(&self, x: &[T], xp: &mut [T]) {
+        let (g, wd) = (&self.g, &self.wd);
+        let [ph, pw] = g.padding;
+        xp.fill(T::zero());
+        for c in 0..g.cg() {
+            for iy in 0..g.h {
+                let d = c * wd.plane() + (iy + ph) * wd.wp() + pw;
+                let s = c * g.hw() + iy * g.w;
+                xp[d..d + g.w].copy_from_slice(&x[s..s + g.w]);
+            }
+        }
+    }
+
+    /// Forward of group `grp` of one sample: `x` its input planes (`[C/groups, H, W]`), `out`
+    /// its output planes (`[O/groups, OH * OW]`), `bias` its biases.
+    pub(super) fn forward(
+        &self,
+        grp: usize,
+        x: &[T],
+        bias: Option<&[T]>,
+        out: &mut [T],
+        scratch: &mut [T],
+    ) {
+        let (g, wd) = (&self.g, &self.wd);
+        let (xp, tmp) = scratch.split_at_mut(self.xp_len());
+        self.pad_input(x, xp);
+        let ldo = tiled(wd.len);
+        shifted_products(xp, &self.off_x, &self.groups[grp].fwd, tmp, ldo, wd.len);
+        for (o, d) in out.chunks_exact_mut(g.p()).enumerate() {
+            let b = bias.map_or(T::zero(), |b| b[o]);
+            wd.unwiden(g, &tmp[o * ldo..o * ldo + wd.len], d, b);
+        }
+    }
+
+    /// Backward of group `grp` of one sample: given its output gradient `gy`
+    /// (`[O/groups, OH * OW]`), add to the input gradient `gx` (`[C/groups, H, W]`) and the
+    /// weight gradient `gw` (`[O/groups, klen]` in lane partials, see [`LANES`]), each when
+    /// given.
+    pub(super) fn backward(
+        &self,
+        grp: usize,
+        x: &[T],
+        gy: &[T],
+        gx: Option<&mut [T]>,
+        gw: Option<&mut [T]>,
+        scratch: &mut [T],
+    ) {
+        let (g, wd) = (&self.g, &self.wd);
+        let (gl, m) = (Self::g_row(g, wd), Self::margin(g, wd));
+        let (gs, rest) = scratch.split_at_mut(g.og() * gl);
+        let (xp, gxp) = rest.split_at_mut(self.xp_len());
+        // the output gradient in wide positions, after `m` zeros, zeros in the gaps and after
+        gs.fill(T::zero());
+        for (o, src) in gy.chunks_exact(g.p()).enumerate() {
+            wd.widen(g, src, &mut gs[o * gl + m..o * gl + m + wd.len]);
+        }
+        if let Some(gw) = gw {
+            self.pad_input(x, xp);
+            grad_weight(&gs[m..], gl, g.og(), xp, &self.off_x, gw, wd.len);
+        }
+        if let (Some(gx), Some(wt)) = (gx, &self.groups[grp].bwd) {
+            // gxp[c][q] = sum_{o, t} w[o][c, t] * gy_wide[o][q - shift(t)], q over the padded plane
+            let ldx = tiled(wd.plane());
+            shifted_products(gs, &self.off_g, wt, gxp, ldx, wd.plane());
+            let [ph, pw] = g.padding;
+            for c in 0..g.cg() {
+                for iy in 0..g.h {
+                    let s = c * ldx + (iy + ph) * wd.wp() + pw;
+                    let d = c * g.hw() + iy * g.w;
+                    for (d, &v) in gx[d..d + g.w].iter_mut().zip(&gxp[s..s + g.w]) {
+                        *d += v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::conv::{conv2d_backward, conv2d_forward, out_len};
+    use super::*;
+
+    type Case = (
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        usize,
+        [usize; 2],
+        usize,
+    );
+
+    fn geom((n, c, h, w, o, kh, kw, padding, groups): Case) -> ConvGeom {
+        ConvGeom {
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh,
+            kw,
+            stride: [1, 1],
+            padding,
+            dilation: [1, 1],
+            groups,
+            oh: out_len(h, kh, 1, padding[0], 1).unwrap(),
+            ow: out_len(w, kw, 1, padding[1], 1).unwrap(),
+        }
+    }
+
+    /// Visit every (sample, out channel, out y, out x, in channel, ki, kj) term of the conv
+    /// that reads a real (not padding) input element: `f(x index, w index, y index)`.
+    fn each_term(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
+        let (cg, og) = (g.c / g.groups, g.o / g.groups);
+        for n in 0..g.n {
+            for o in 0..g.o {
+                let grp = o / og;
+                for oy in 0..g.oh {
+                    for ox in 0..g.ow {
+                        for ci in 0..cg {
+                            for ki in 0..g.kh {
+                                for kj in 0..g.kw {
+                                    let iy = (oy + ki) as isize - g.padding[0] as isize;
+                                    let ix = (ox + kj) as isize - g.padding[1] as isize;
+                                    if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    let c = grp * cg + ci;
+                                    let xi =
+                                        ((n * g.c + c) * g.h + iy as usize) * g.w + ix as usize;
+                                    let wi = ((o * cg + ci) * g.kh + ki) * g.kw + kj;
+                                    let yi = ((n * g.o + o) * g.oh + oy) * g.ow + ox;
+                                    f(xi, wi, yi);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn direct_conv_matches_the_definition() {
+        let cases: [Case; 6] = [
+            (2, 1, 12, 12, 8, 3, 3, [0, 0], 1),  // MNIST conv1-like
+            (2, 8, 13, 13, 16, 3, 3, [0, 0], 1), // MNIST conv2
+            (2, 3, 9, 10, 5, 3, 3, [1, 1], 1),   // "same" padding, rows not a tile multiple
+            (1, 4, 7, 12, 6, 2, 3, [0, 1], 2),   // groups, rectangular kernel, uneven padding
+            (3, 2, 6, 20, 1, 1, 3, [0, 0], 1),   // one output channel, a 1x3 kernel
+            (2, 1, 8, 9, 3, 2, 2, [1, 0], 1),    // patch length 4: a short weight-gradient tile
+        ];
+        let mut rng = crate::Generator::new(5);
+        for case in cases {
+            let g = geom(case);
+            let klen = g.c / g.groups * g.kh * g.kw;
+            let mut draw =
+                |n: usize| -> Vec<f64> { (0..n).map(|_| rng.next_f64() - 0.5).collect() };
+            let (x, w, b) = (draw(g.n * g.c * g.h * g.w), draw(g.o * klen), draw(g.o));
+            let gy = draw(g.n * g.o * g.oh * g.ow);
+            assert!(
+                Plan::new(&g, &w, true).is_some(),
+                "{case:?} takes the direct path"
+            );
+
+            let mut want_y: Vec<f64> = (0..gy.len()).map(|i| b[i / (g.oh * g.ow) % g.o]).collect();
+            let (mut want_gx, mut want_gw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
+            each_term(&g, |xi, wi, yi| {
+                want_y[yi] += w[wi] * x[xi];
+                want_gx[xi] += w[wi] * gy[yi];
+                want_gw[wi] += x[xi] * gy[yi];
+            });
+            let mut want_gb = vec![0.0; g.o];
+            for (i, v) in gy.iter().enumerate() {
+                want_gb[i / (g.oh * g.ow) % g.o] += v;
+            }
+
+            let close = |got: &[f64], want: &[f64], what: &str| {
+                assert_eq!(got.len(), want.len(), "{case:?} {what}");
+                for (i, (a, b)) in got.iter().zip(want).enumerate() {
+                    assert!((a - b).abs() < 1e-12, "{case:?} {what}[{i}]: {a} vs {b}");
+                }
+            };
+            close(&conv2d_forward(&x, &w, Some(&b), &g), &want_y, "y");
+            let (gx, gw, gb) = conv2d_backward(&x, &w, &gy, &g, true, true, true);
+            close(&gx.unwrap(), &want_gx, "grad x");
+            close(&gw.unwrap(), &want_gw, "grad w");
+            close(&gb.unwrap(), &want_gb, "grad b");
+            // the weight gradient alone (no input-gradient weights packed)
+            let (gx, gw, _) = conv2d_backward(&x, &w, &gy, &g, false, true, false);
+            assert!(gx.is_none());
+            close(&gw.unwrap(), &want_gw, "grad w alone");
+        }
+    }
+}
