@@ -9,7 +9,8 @@
 /// Pool one pair of input rows `r0`, `r1` (each at least `2 * vrow.len()` long) into `vrow`
 /// and the plane-relative indices `irow`; `first` is the plane index of `r0[0]`, `w` the row
 /// length. Returns false, touching nothing, when this CPU or shape has no vector path
-/// (fewer than 8 outputs, no AVX2, indices beyond i32).
+/// (fewer than 4 outputs, no AVX2, indices beyond i32). Rows of 4 to 7 outputs (the second
+/// pool of an MNIST CNN: 11 or 14 wide) take a four-lane version of the same steps.
 pub fn row_f32(
     r0: &[f32],
     r1: &[f32],
@@ -19,7 +20,7 @@ pub fn row_f32(
     irow: &mut [i64],
 ) -> bool {
     let ow = vrow.len();
-    let fits = ow >= 8
+    let fits = ow >= 4
         && irow.len() == ow
         && r0.len() >= 2 * ow
         && r1.len() >= 2 * ow
@@ -29,9 +30,15 @@ pub fn row_f32(
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: AVX2 is present (checked above) and the slice lengths satisfy `row`'s
-        // contract (checked in `fits`).
-        unsafe { imp::row(r0, r1, first, w, vrow, irow) };
+        // SAFETY: AVX2 is present (checked above) and the slice lengths satisfy the contract
+        // of `row` (8 or more outputs) or `row4` (4 or more), checked in `fits`.
+        unsafe {
+            if ow >= 8 {
+                imp::row(r0, r1, first, w, vrow, irow)
+            } else {
+                imp::row4(r0, r1, first, w, vrow, irow)
+            }
+        };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -68,6 +75,67 @@ mod imp {
             let take = _mm256_or_ps(gt, _mm256_and_ps(y_nan, x_num));
             let i = _mm256_blendv_ps(_mm256_castsi256_ps(ix), _mm256_castsi256_ps(iy), take);
             (_mm256_blendv_ps(x, y, take), _mm256_castps_si256(i))
+        }
+    }
+
+    /// [`pick`] on four lanes.
+    #[inline(always)]
+    unsafe fn pick4(x: __m128, ix: __m128i, y: __m128, iy: __m128i) -> (__m128, __m128i) {
+        // SAFETY: register-only SSE4.1 operations; the caller runs with AVX2 enabled.
+        unsafe {
+            let gt = _mm_cmpgt_ps(y, x);
+            let take = _mm_or_ps(gt, _mm_and_ps(_mm_cmpunord_ps(y, y), _mm_cmpord_ps(x, x)));
+            let i = _mm_blendv_ps(_mm_castsi128_ps(ix), _mm_castsi128_ps(iy), take);
+            (_mm_blendv_ps(x, y, take), _mm_castps_si128(i))
+        }
+    }
+
+    /// [`row`] four outputs per step, for rows of 4 to 7 outputs.
+    ///
+    /// # Safety
+    /// AVX2 must be available; `vrow.len() == irow.len() >= 4`; `r0` and `r1` hold at least
+    /// `2 * vrow.len()` elements; every index `first + w + 2 * vrow.len()` fits in i32.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn row4(
+        r0: &[f32],
+        r1: &[f32],
+        first: usize,
+        w: usize,
+        vrow: &mut [f32],
+        irow: &mut [i64],
+    ) {
+        let ow = vrow.len();
+        let lanes = _mm_setr_epi32(0, 2, 4, 6);
+        let one = _mm_set1_epi32(1);
+        let down = _mm_set1_epi32(w as i32);
+        let mut ox = 0;
+        loop {
+            let o = ox.min(ow - 4);
+            // SAFETY: reads r0/r1[2o .. 2o + 8] with 2o + 8 <= 2 * ow <= their lengths;
+            // writes vrow[o .. o + 4] and irow[o .. o + 4] with o + 4 <= ow.
+            unsafe {
+                let (p0, p1) = (r0.as_ptr().add(2 * o), r1.as_ptr().add(2 * o));
+                let (l0, h0) = (_mm_loadu_ps(p0), _mm_loadu_ps(p0.add(4)));
+                let (l1, h1) = (_mm_loadu_ps(p1), _mm_loadu_ps(p1.add(4)));
+                // even / odd elements of each 8-float run, in order
+                let a = _mm_shuffle_ps::<0b10_00_10_00>(l0, h0);
+                let b = _mm_shuffle_ps::<0b11_01_11_01>(l0, h0);
+                let c = _mm_shuffle_ps::<0b10_00_10_00>(l1, h1);
+                let d = _mm_shuffle_ps::<0b11_01_11_01>(l1, h1);
+                let ia = _mm_add_epi32(_mm_set1_epi32((first + 2 * o) as i32), lanes);
+                let ic = _mm_add_epi32(ia, down);
+                let (v, i) = pick4(a, ia, b, _mm_add_epi32(ia, one));
+                let (v, i) = pick4(v, i, c, ic);
+                let (v, i) = pick4(v, i, d, _mm_add_epi32(ic, one));
+                _mm_storeu_ps(vrow.as_mut_ptr().add(o), v);
+                let ip = irow.as_mut_ptr().add(o) as *mut __m128i;
+                _mm_storeu_si128(ip, _mm_cvtepi32_epi64(i));
+                _mm_storeu_si128(ip.add(1), _mm_cvtepi32_epi64(_mm_unpackhi_epi64(i, i)));
+            }
+            if o + 4 >= ow {
+                return;
+            }
+            ox += 4;
         }
     }
 

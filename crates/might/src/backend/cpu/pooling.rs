@@ -329,9 +329,10 @@ mod tests {
             f32::NAN,
         ];
         let mut g = crate::Generator::new(3);
-        // rows of 4 outputs (scalar), 13 (a vector step and an overlapping last one),
-        // 8 (exactly one vector step) and 17 with an odd row length
-        for (h, w) in [(6, 8), (4, 26), (2, 16), (6, 35)] {
+        // rows of 13 outputs (a vector step and an overlapping last one), 8 (exactly one
+        // vector step), 17 with an odd row length; four-lane rows of 4, 5 (odd length, an
+        // overlapping step) and 7; 3 (scalar)
+        for (h, w) in [(4, 26), (2, 16), (6, 35), (6, 8), (4, 11), (2, 14), (4, 7)] {
             for trial in 0..50 {
                 let x: Vec<f32> = (0..2 * h * w)
                     .map(|_| vals[g.below(vals.len() as u64) as usize])
