@@ -78,10 +78,16 @@ impl Wide {
 
 /// Output rows per register tile.
 const R: usize = 4;
-/// Positions per register tile (two AVX2 vectors of f32).
-const V: usize = 16;
-/// Lanes of the weight-gradient dot products, and patch elements per weight-gradient tile.
-const L: usize = 8;
+/// Positions per register tile: two vectors of f32, AVX2 (and the baseline build) or AVX-512.
+const V2: usize = 16;
+const V5: usize = 32;
+/// What positions are rounded up to, for buffer rows and the slack past the last input row:
+/// a multiple of both tile widths.
+const SPAN: usize = 32;
+/// Lanes of the weight-gradient dot products, AVX2 or AVX-512, and patch elements per
+/// weight-gradient tile.
+const L2: usize = 8;
+const L5: usize = 16;
 const T3: usize = 3;
 
 /// Weights laid out for [`shifted_products`]: for each block of [`R`] output rows, for each
@@ -114,9 +120,9 @@ impl<T: ConvFloat> Packed<T> {
     }
 }
 
-/// [`shifted_tiles`] compiled for AVX2+FMA. (A closure through [`simd::run`] would not do:
-/// these loops are too large for LLVM to inline the closure, and out of line it compiles for
-/// baseline SSE2.)
+/// [`shifted_tiles`] compiled for AVX2+FMA and for AVX-512. (A closure through
+/// [`simd::run`] would not do: these loops are too large for LLVM to inline the closure, and
+/// out of line it compiles for baseline SSE2.)
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn shifted_tiles_avx2<T: ConvFloat>(
@@ -125,12 +131,25 @@ unsafe fn shifted_tiles_avx2<T: ConvFloat>(
     w: &Packed<T>,
     out: &mut [T],
     ldo: usize,
-    span: usize,
+    len: usize,
 ) {
-    shifted_tiles::<T, true>(x, off, w, out, ldo, span)
+    shifted_tiles::<T, true, V2>(x, off, w, out, ldo, len)
 }
 
-/// [`weight_tiles`] compiled for AVX2+FMA.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn shifted_tiles_avx512<T: ConvFloat>(
+    x: &[T],
+    off: &[usize],
+    w: &Packed<T>,
+    out: &mut [T],
+    ldo: usize,
+    len: usize,
+) {
+    shifted_tiles::<T, true, V5>(x, off, w, out, ldo, len)
+}
+
+/// [`weight_tiles`] compiled for AVX2+FMA and for AVX-512.
 #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn weight_tiles_avx2<T: ConvFloat>(
@@ -140,9 +159,41 @@ unsafe fn weight_tiles_avx2<T: ConvFloat>(
     x: &[T],
     off: &[usize],
     gw: &mut [T],
-    span: usize,
+    len: usize,
 ) {
-    weight_tiles::<T, true>(gy, ldg, rows, x, off, gw, span)
+    weight_tiles::<T, true, L2>(gy, ldg, rows, x, off, gw, len)
+}
+
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn weight_tiles_avx512<T: ConvFloat>(
+    gy: &[T],
+    ldg: usize,
+    rows: usize,
+    x: &[T],
+    off: &[usize],
+    gw: &mut [T],
+    len: usize,
+) {
+    weight_tiles::<T, true, L5>(gy, ldg, rows, x, off, gw, len)
+}
+
+/// Lowered by tests to run every build on a machine that has the wider ones.
+#[cfg(test)]
+static MAX_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
+
+/// The widest build this CPU runs: 2 AVX-512F (with AVX2+FMA), 1 AVX2+FMA, 0 baseline.
+fn level() -> u8 {
+    let l = if simd::has_avx512() {
+        2
+    } else if simd::has_avx2() {
+        1
+    } else {
+        0
+    };
+    #[cfg(test)]
+    let l = l.min(MAX_LEVEL.load(std::sync::atomic::Ordering::Relaxed));
+    l
 }
 
 /// `N` elements of `s` from `at` on, without a bounds check (the kernels check their whole
@@ -158,7 +209,7 @@ unsafe fn load<T: Copy, const N: usize>(s: &[T], at: usize) -> [T; N] {
     unsafe { std::ptr::read_unaligned(s.as_ptr().add(at) as *const [T; N]) }
 }
 
-/// `a * b + c`, as one fused multiply-add in the AVX2+FMA build (`FUSED`; twice the
+/// `a * b + c`, as one fused multiply-add in the AVX2 and AVX-512 builds (`FUSED`; twice the
 /// arithmetic per instruction) and as a multiply then an add elsewhere, where `mul_add` would
 /// be a library call. The two builds may differ in the last bit, as the GEMM's do.
 #[inline(always)]
@@ -173,7 +224,7 @@ fn madd<T: ConvFloat, const FUSED: bool>(a: T, b: T, c: T) -> T {
 /// Positions rounded up to whole tiles: the row length of [`shifted_products`]' output and the
 /// slack its input needs past the last shifted row.
 pub(super) fn tiled(len: usize) -> usize {
-    len.div_ceil(V) * V
+    len.div_ceil(SPAN) * SPAN
 }
 
 /// `out[o][pos] = sum_k w[o][k] * x[off[k] + pos]` for every packed row `o` (`w.rows()`, a
@@ -197,31 +248,35 @@ pub(super) fn shifted_products<T: ConvFloat>(
         return out.fill(T::zero());
     }
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    if simd::has_avx2() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked just above), all this requires.
-        return unsafe { shifted_tiles_avx2(x, off, w, out, ldo, span) };
+    match level() {
+        // SAFETY: level 2 means the CPU supports AVX-512F, AVX2 and FMA.
+        2 => return unsafe { shifted_tiles_avx512(x, off, w, out, ldo, len) },
+        // SAFETY: level 1 means the CPU supports AVX2 and FMA.
+        1 => return unsafe { shifted_tiles_avx2(x, off, w, out, ldo, len) },
+        _ => {}
     }
-    shifted_tiles::<T, false>(x, off, w, out, ldo, span)
+    shifted_tiles::<T, false, V2>(x, off, w, out, ldo, len)
 }
 
-/// The loops of [`shifted_products`], inlined into its AVX2 build.
+/// The loops of [`shifted_products`] with tiles `W` positions wide, inlined into each build.
 #[inline(always)]
-fn shifted_tiles<T: ConvFloat, const FUSED: bool>(
+fn shifted_tiles<T: ConvFloat, const FUSED: bool, const W: usize>(
     x: &[T],
     off: &[usize],
     w: &Packed<T>,
     out: &mut [T],
     ldo: usize,
-    span: usize,
+    len: usize,
 ) {
-    let klen = off.len();
+    let (klen, span) = (off.len(), len.div_ceil(W) * W);
     {
         for (wb, ob) in w.data.chunks_exact(klen * R).zip(out.chunks_mut(R * ldo)) {
-            for p0 in (0..span).step_by(V) {
-                let mut acc = [[T::zero(); V]; R];
+            for p0 in (0..span).step_by(W) {
+                let mut acc = [[T::zero(); W]; R];
                 for (&o, ws) in off.iter().zip(wb.chunks_exact(R)) {
-                    // SAFETY: o + p0 + V <= max(off) + span <= x.len(), asserted by the caller
-                    let xs: [T; V] = unsafe { load(x, o + p0) };
+                    // SAFETY: o + p0 + W <= max(off) + tiled(len) <= x.len(), asserted by the
+                    // caller
+                    let xs: [T; W] = unsafe { load(x, o + p0) };
                     for (a, &wv) in acc.iter_mut().zip(ws) {
                         for (a, &xv) in a.iter_mut().zip(&xs) {
                             *a = madd::<T, FUSED>(wv, xv, *a);
@@ -229,7 +284,7 @@ fn shifted_tiles<T: ConvFloat, const FUSED: bool>(
                     }
                 }
                 for (r, a) in acc.iter().enumerate() {
-                    ob[r * ldo + p0..r * ldo + p0 + V].copy_from_slice(a);
+                    ob[r * ldo + p0..r * ldo + p0 + W].copy_from_slice(a);
                 }
             }
         }
@@ -239,11 +294,11 @@ fn shifted_tiles<T: ConvFloat, const FUSED: bool>(
 /// Lane partial sums of the weight gradient: `gw[o][k] = sum_l lanes[(o * klen + k) * LANES + l]`.
 /// Kept apart over all the samples a thread handles and summed once at the end, since a
 /// horizontal sum per sample would cost more than the products on MNIST-sized planes.
-pub(super) const LANES: usize = L;
+pub(super) const LANES: usize = L5;
 
 /// Sum weight-gradient lane partials (see [`LANES`]) into `gw`.
 pub(super) fn add_lanes<T: ConvFloat>(lanes: &[T], gw: &mut [T]) {
-    for (g, l) in gw.iter_mut().zip(lanes.chunks_exact(L)) {
+    for (g, l) in gw.iter_mut().zip(lanes.chunks_exact(LANES)) {
         *g += l.iter().fold(T::zero(), |s, &v| s + v);
     }
 }
@@ -260,34 +315,38 @@ pub(super) fn grad_weight<T: ConvFloat>(
     gw: &mut [T],
     len: usize,
 ) {
-    let (klen, span) = (off.len(), len.div_ceil(L) * L);
+    // every build's reach: it rounds `len` up to its lanes, which divide SPAN
+    let (klen, span) = (off.len(), tiled(len));
     let reach = off.iter().max().map_or(0, |&m| m + span);
     assert!(
         x.len() >= reach
-            && gw.len() >= rows * klen * L
+            && gw.len() >= rows * klen * LANES
             && (rows == 0 || gy.len() >= (rows - 1) * ldg + span),
         "conv: direct weight-gradient bounds"
     );
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
-    if simd::has_avx2() {
-        // SAFETY: the CPU supports AVX2 and FMA (checked just above), all this requires.
-        return unsafe { weight_tiles_avx2(gy, ldg, rows, x, off, gw, span) };
+    match level() {
+        // SAFETY: level 2 means the CPU supports AVX-512F, AVX2 and FMA.
+        2 => return unsafe { weight_tiles_avx512(gy, ldg, rows, x, off, gw, len) },
+        // SAFETY: level 1 means the CPU supports AVX2 and FMA.
+        1 => return unsafe { weight_tiles_avx2(gy, ldg, rows, x, off, gw, len) },
+        _ => {}
     }
-    weight_tiles::<T, false>(gy, ldg, rows, x, off, gw, span)
+    weight_tiles::<T, false, L2>(gy, ldg, rows, x, off, gw, len)
 }
 
-/// The loops of [`grad_weight`], inlined into its AVX2 build.
+/// The loops of [`grad_weight`] with `LL` lanes (at most [`LANES`]), inlined into each build.
 #[inline(always)]
-fn weight_tiles<T: ConvFloat, const FUSED: bool>(
+fn weight_tiles<T: ConvFloat, const FUSED: bool, const LL: usize>(
     gy: &[T],
     ldg: usize,
     rows: usize,
     x: &[T],
     off: &[usize],
     gw: &mut [T],
-    span: usize,
+    len: usize,
 ) {
-    let klen = off.len();
+    let (klen, span) = (off.len(), len.div_ceil(LL) * LL);
     {
         for o0 in (0..rows).step_by(R) {
             let nr = R.min(rows - o0);
@@ -296,15 +355,17 @@ fn weight_tiles<T: ConvFloat, const FUSED: bool>(
                 // short tiles repeat their last row / element; only the real ones are stored
                 let ks: [usize; T3] = std::array::from_fn(|j| off[k0 + j.min(nk - 1)]);
                 let os: [usize; R] = std::array::from_fn(|r| (o0 + r.min(nr - 1)) * ldg);
-                let mut acc = [[[T::zero(); L]; T3]; R];
-                for p in (0..span).step_by(L) {
-                    // SAFETY: k + p + L <= max(off) + span <= x.len(), asserted by the caller
-                    let xs: [[T; L]; T3] = ks.map(|k| unsafe { load(x, k + p) });
+                let mut acc = [[[T::zero(); LL]; T3]; R];
+                for p in (0..span).step_by(LL) {
+                    // SAFETY: k + p + LL <= max(off) + tiled(len) <= x.len(), asserted by the
+                    // caller
+                    let xs: [[T; LL]; T3] = ks.map(|k| unsafe { load(x, k + p) });
                     for (a, &orow) in acc.iter_mut().zip(&os) {
-                        // SAFETY: orow + p + L <= (rows - 1) * ldg + span <= gy.len(), asserted
-                        let g: [T; L] = unsafe { load(gy, orow + p) };
+                        // SAFETY: orow + p + LL <= (rows - 1) * ldg + tiled(len) <= gy.len(),
+                        // asserted by the caller
+                        let g: [T; LL] = unsafe { load(gy, orow + p) };
                         for (a, xv) in a.iter_mut().zip(&xs) {
-                            for l in 0..L {
+                            for l in 0..LL {
                                 a[l] = madd::<T, FUSED>(g[l], xv[l], a[l]);
                             }
                         }
@@ -312,8 +373,8 @@ fn weight_tiles<T: ConvFloat, const FUSED: bool>(
                 }
                 for (r, a) in acc.iter().enumerate().take(nr) {
                     for (j, a) in a.iter().enumerate().take(nk) {
-                        let at = ((o0 + r) * klen + k0 + j) * L;
-                        for (g, &v) in gw[at..at + L].iter_mut().zip(a) {
+                        let at = ((o0 + r) * klen + k0 + j) * LANES;
+                        for (g, &v) in gw[at..at + LL].iter_mut().zip(a) {
                             *g += v;
                         }
                     }
@@ -410,7 +471,7 @@ impl<T: ConvFloat> Plan<T> {
 
     /// Length of the padded input copy: the planes and the slack a last tile reads.
     fn xp_len(&self) -> usize {
-        self.g.cg() * self.wd.plane() + V
+        self.g.cg() * self.wd.plane() + SPAN
     }
 
     /// Scratch elements [`Self::forward`] needs.
@@ -582,7 +643,18 @@ mod tests {
             (2, 1, 8, 9, 3, 2, 2, [1, 0], 1),    // patch length 4: a short weight-gradient tile
         ];
         let mut rng = crate::Generator::new(5);
-        for case in cases {
+        // every build this CPU runs: AVX-512, AVX2, baseline
+        for max in (0..=level()).rev() {
+            MAX_LEVEL.store(max, std::sync::atomic::Ordering::Relaxed);
+            for case in cases {
+                check(case, &mut rng, max);
+            }
+        }
+        MAX_LEVEL.store(2, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn check(case: Case, rng: &mut crate::Generator, level: u8) {
+        {
             let g = geom(case);
             let klen = g.c / g.groups * g.kh * g.kw;
             let mut draw =
@@ -607,9 +679,12 @@ mod tests {
             }
 
             let close = |got: &[f64], want: &[f64], what: &str| {
-                assert_eq!(got.len(), want.len(), "{case:?} {what}");
+                assert_eq!(got.len(), want.len(), "{case:?} build {level} {what}");
                 for (i, (a, b)) in got.iter().zip(want).enumerate() {
-                    assert!((a - b).abs() < 1e-12, "{case:?} {what}[{i}]: {a} vs {b}");
+                    assert!(
+                        (a - b).abs() < 1e-12,
+                        "{case:?} build {level} {what}[{i}]: {a} vs {b}"
+                    );
                 }
             };
             close(&conv2d_forward(&x, &w, Some(&b), &g), &want_y, "y");

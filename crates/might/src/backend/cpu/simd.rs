@@ -29,6 +29,22 @@ mod imp {
         }
     }
 
+    /// 0 = not probed yet, 1 = no AVX-512F, 2 = AVX-512F with AVX2+FMA.
+    static LEVEL512: AtomicU8 = AtomicU8::new(0);
+
+    /// Whether the CPU has AVX-512F besides AVX2 and FMA (probed once, then cached).
+    #[inline]
+    pub fn has_avx512() -> bool {
+        match LEVEL512.load(Ordering::Relaxed) {
+            0 => {
+                let yes = has_avx2() && is_x86_feature_detected!("avx512f");
+                LEVEL512.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
+                yes
+            }
+            l => l == 2,
+        }
+    }
+
     #[target_feature(enable = "avx2,fma")]
     unsafe fn call_avx2<R>(f: impl FnOnce() -> R) -> R {
         f()
@@ -54,6 +70,12 @@ mod imp {
         false
     }
 
+    /// No x86 SIMD dispatch on this architecture.
+    #[inline]
+    pub fn has_avx512() -> bool {
+        false
+    }
+
     #[inline]
     pub fn run<R>(f: impl FnOnce() -> R) -> R {
         f()
@@ -62,6 +84,9 @@ mod imp {
 
 /// Whether [`run`] takes the AVX2+FMA path on this CPU.
 pub use imp::has_avx2;
+
+/// Whether this CPU also has AVX-512F (kernels with their own AVX-512 build check this).
+pub use imp::has_avx512;
 
 /// Run `f`, compiled for AVX2+FMA when the CPU has them (see the module docs).
 pub use imp::run;
