@@ -182,15 +182,9 @@ unsafe fn weight_tiles_avx512<T: ConvFloat>(
 #[cfg(test)]
 static MAX_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
 
-/// The widest build this CPU runs: 2 AVX-512F (with AVX2+FMA), 1 AVX2+FMA, 0 baseline.
+/// The build to run: [`simd::level`], capped in tests.
 fn level() -> u8 {
-    let l = if simd::has_avx512() {
-        2
-    } else if simd::has_avx2() {
-        1
-    } else {
-        0
-    };
+    let l = simd::level();
     #[cfg(test)]
     let l = l.min(MAX_LEVEL.load(std::sync::atomic::Ordering::Relaxed));
     l
@@ -269,23 +263,21 @@ fn shifted_tiles<T: ConvFloat, const FUSED: bool, const W: usize>(
     len: usize,
 ) {
     let (klen, span) = (off.len(), len.div_ceil(W) * W);
-    {
-        for (wb, ob) in w.data.chunks_exact(klen * R).zip(out.chunks_mut(R * ldo)) {
-            for p0 in (0..span).step_by(W) {
-                let mut acc = [[T::zero(); W]; R];
-                for (&o, ws) in off.iter().zip(wb.chunks_exact(R)) {
-                    // SAFETY: o + p0 + W <= max(off) + tiled(len) <= x.len(), asserted by the
-                    // caller
-                    let xs: [T; W] = unsafe { load(x, o + p0) };
-                    for (a, &wv) in acc.iter_mut().zip(ws) {
-                        for (a, &xv) in a.iter_mut().zip(&xs) {
-                            *a = madd::<T, FUSED>(wv, xv, *a);
-                        }
+    for (wb, ob) in w.data.chunks_exact(klen * R).zip(out.chunks_mut(R * ldo)) {
+        for p0 in (0..span).step_by(W) {
+            let mut acc = [[T::zero(); W]; R];
+            for (&o, ws) in off.iter().zip(wb.chunks_exact(R)) {
+                // SAFETY: o + p0 + W <= max(off) + tiled(len) <= x.len(), asserted by the
+                // caller
+                let xs: [T; W] = unsafe { load(x, o + p0) };
+                for (a, &wv) in acc.iter_mut().zip(ws) {
+                    for (a, &xv) in a.iter_mut().zip(&xs) {
+                        *a = madd::<T, FUSED>(wv, xv, *a);
                     }
                 }
-                for (r, a) in acc.iter().enumerate() {
-                    ob[r * ldo + p0..r * ldo + p0 + W].copy_from_slice(a);
-                }
+            }
+            for (r, a) in acc.iter().enumerate() {
+                ob[r * ldo + p0..r * ldo + p0 + W].copy_from_slice(a);
             }
         }
     }
@@ -347,36 +339,34 @@ fn weight_tiles<T: ConvFloat, const FUSED: bool, const LL: usize>(
     len: usize,
 ) {
     let (klen, span) = (off.len(), len.div_ceil(LL) * LL);
-    {
-        for o0 in (0..rows).step_by(R) {
-            let nr = R.min(rows - o0);
-            for k0 in (0..klen).step_by(T3) {
-                let nk = T3.min(klen - k0);
-                // short tiles repeat their last row / element; only the real ones are stored
-                let ks: [usize; T3] = std::array::from_fn(|j| off[k0 + j.min(nk - 1)]);
-                let os: [usize; R] = std::array::from_fn(|r| (o0 + r.min(nr - 1)) * ldg);
-                let mut acc = [[[T::zero(); LL]; T3]; R];
-                for p in (0..span).step_by(LL) {
-                    // SAFETY: k + p + LL <= max(off) + tiled(len) <= x.len(), asserted by the
-                    // caller
-                    let xs: [[T; LL]; T3] = ks.map(|k| unsafe { load(x, k + p) });
-                    for (a, &orow) in acc.iter_mut().zip(&os) {
-                        // SAFETY: orow + p + LL <= (rows - 1) * ldg + tiled(len) <= gy.len(),
-                        // asserted by the caller
-                        let g: [T; LL] = unsafe { load(gy, orow + p) };
-                        for (a, xv) in a.iter_mut().zip(&xs) {
-                            for l in 0..LL {
-                                a[l] = madd::<T, FUSED>(g[l], xv[l], a[l]);
-                            }
+    for o0 in (0..rows).step_by(R) {
+        let nr = R.min(rows - o0);
+        for k0 in (0..klen).step_by(T3) {
+            let nk = T3.min(klen - k0);
+            // short tiles repeat their last row / element; only the real ones are stored
+            let ks: [usize; T3] = std::array::from_fn(|j| off[k0 + j.min(nk - 1)]);
+            let os: [usize; R] = std::array::from_fn(|r| (o0 + r.min(nr - 1)) * ldg);
+            let mut acc = [[[T::zero(); LL]; T3]; R];
+            for p in (0..span).step_by(LL) {
+                // SAFETY: k + p + LL <= max(off) + tiled(len) <= x.len(), asserted by the
+                // caller
+                let xs: [[T; LL]; T3] = ks.map(|k| unsafe { load(x, k + p) });
+                for (a, &orow) in acc.iter_mut().zip(&os) {
+                    // SAFETY: orow + p + LL <= (rows - 1) * ldg + tiled(len) <= gy.len(),
+                    // asserted by the caller
+                    let g: [T; LL] = unsafe { load(gy, orow + p) };
+                    for (a, xv) in a.iter_mut().zip(&xs) {
+                        for l in 0..LL {
+                            a[l] = madd::<T, FUSED>(g[l], xv[l], a[l]);
                         }
                     }
                 }
-                for (r, a) in acc.iter().enumerate().take(nr) {
-                    for (j, a) in a.iter().enumerate().take(nk) {
-                        let at = ((o0 + r) * klen + k0 + j) * LANES;
-                        for (g, &v) in gw[at..at + LL].iter_mut().zip(a) {
-                            *g += v;
-                        }
+            }
+            for (r, a) in acc.iter().enumerate().take(nr) {
+                for (j, a) in a.iter().enumerate().take(nk) {
+                    let at = ((o0 + r) * klen + k0 + j) * LANES;
+                    for (g, &v) in gw[at..at + LL].iter_mut().zip(a) {
+                        *g += v;
                     }
                 }
             }
@@ -654,48 +644,45 @@ mod tests {
     }
 
     fn check(case: Case, rng: &mut crate::Generator, level: u8) {
-        {
-            let g = geom(case);
-            let klen = g.c / g.groups * g.kh * g.kw;
-            let mut draw =
-                |n: usize| -> Vec<f64> { (0..n).map(|_| rng.next_f64() - 0.5).collect() };
-            let (x, w, b) = (draw(g.n * g.c * g.h * g.w), draw(g.o * klen), draw(g.o));
-            let gy = draw(g.n * g.o * g.oh * g.ow);
-            assert!(
-                Plan::new(&g, &w, true).is_some(),
-                "{case:?} takes the direct path"
-            );
+        let g = geom(case);
+        let klen = g.c / g.groups * g.kh * g.kw;
+        let mut draw = |n: usize| -> Vec<f64> { (0..n).map(|_| rng.next_f64() - 0.5).collect() };
+        let (x, w, b) = (draw(g.n * g.c * g.h * g.w), draw(g.o * klen), draw(g.o));
+        let gy = draw(g.n * g.o * g.oh * g.ow);
+        assert!(
+            Plan::new(&g, &w, true).is_some(),
+            "{case:?} takes the direct path"
+        );
 
-            let mut want_y: Vec<f64> = (0..gy.len()).map(|i| b[i / (g.oh * g.ow) % g.o]).collect();
-            let (mut want_gx, mut want_gw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
-            each_term(&g, |xi, wi, yi| {
-                want_y[yi] += w[wi] * x[xi];
-                want_gx[xi] += w[wi] * gy[yi];
-                want_gw[wi] += x[xi] * gy[yi];
-            });
-            let mut want_gb = vec![0.0; g.o];
-            for (i, v) in gy.iter().enumerate() {
-                want_gb[i / (g.oh * g.ow) % g.o] += v;
-            }
-
-            let close = |got: &[f64], want: &[f64], what: &str| {
-                assert_eq!(got.len(), want.len(), "{case:?} build {level} {what}");
-                for (i, (a, b)) in got.iter().zip(want).enumerate() {
-                    assert!(
-                        (a - b).abs() < 1e-12,
-                        "{case:?} build {level} {what}[{i}]: {a} vs {b}"
-                    );
-                }
-            };
-            close(&conv2d_forward(&x, &w, Some(&b), &g), &want_y, "y");
-            let (gx, gw, gb) = conv2d_backward(&x, &w, &gy, &g, true, true, true);
-            close(&gx.unwrap(), &want_gx, "grad x");
-            close(&gw.unwrap(), &want_gw, "grad w");
-            close(&gb.unwrap(), &want_gb, "grad b");
-            // the weight gradient alone (no input-gradient weights packed)
-            let (gx, gw, _) = conv2d_backward(&x, &w, &gy, &g, false, true, false);
-            assert!(gx.is_none());
-            close(&gw.unwrap(), &want_gw, "grad w alone");
+        let mut want_y: Vec<f64> = (0..gy.len()).map(|i| b[i / (g.oh * g.ow) % g.o]).collect();
+        let (mut want_gx, mut want_gw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
+        each_term(&g, |xi, wi, yi| {
+            want_y[yi] += w[wi] * x[xi];
+            want_gx[xi] += w[wi] * gy[yi];
+            want_gw[wi] += x[xi] * gy[yi];
+        });
+        let mut want_gb = vec![0.0; g.o];
+        for (i, v) in gy.iter().enumerate() {
+            want_gb[i / (g.oh * g.ow) % g.o] += v;
         }
+
+        let close = |got: &[f64], want: &[f64], what: &str| {
+            assert_eq!(got.len(), want.len(), "{case:?} build {level} {what}");
+            for (i, (a, b)) in got.iter().zip(want).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-12,
+                    "{case:?} build {level} {what}[{i}]: {a} vs {b}"
+                );
+            }
+        };
+        close(&conv2d_forward(&x, &w, Some(&b), &g), &want_y, "y");
+        let (gx, gw, gb) = conv2d_backward(&x, &w, &gy, &g, true, true, true);
+        close(&gx.unwrap(), &want_gx, "grad x");
+        close(&gw.unwrap(), &want_gw, "grad w");
+        close(&gb.unwrap(), &want_gb, "grad b");
+        // the weight gradient alone (no input-gradient weights packed)
+        let (gx, gw, _) = conv2d_backward(&x, &w, &gy, &g, false, true, false);
+        assert!(gx.is_none());
+        close(&gw.unwrap(), &want_gw, "grad w alone");
     }
 }

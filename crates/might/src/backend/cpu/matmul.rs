@@ -61,11 +61,11 @@ fn gemm_one<T: GemmDType>(
         "matmul: operand out of bounds"
     );
     // `x[m, k] @ W[n, k]^T` with few rows (a linear layer on a small batch): the gemm crate
-    // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (measured here: m = 16 / 64
+    // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (AVX2 gemm 0.18: m = 16 / 64
     // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
     // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
     if m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
-        let mut t = super::pool::output::<T>(m * n);
+        let mut t = vec![T::ZERO; m * n];
         let wa = Operand {
             off: b.off,
             rs: b.cs,

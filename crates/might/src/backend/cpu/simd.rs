@@ -14,36 +14,34 @@
 mod imp {
     use std::sync::atomic::{AtomicU8, Ordering};
 
-    /// 0 = not probed yet, 1 = no AVX2+FMA, 2 = AVX2+FMA.
+    /// The probed level plus one; 0 = not probed yet.
     static LEVEL: AtomicU8 = AtomicU8::new(0);
 
-    /// Whether the CPU has AVX2 and FMA (probed once, then cached).
+    /// The widest build this CPU runs: 2 = AVX-512F with AVX2+FMA, 1 = AVX2+FMA, 0 = baseline
+    /// (probed once, then cached).
     #[inline]
-    pub fn has_avx2() -> bool {
+    pub fn level() -> u8 {
         match LEVEL.load(Ordering::Relaxed) {
             0 => {
-                let yes = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
-                LEVEL.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
+                let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+                let l = if !avx2 {
+                    0
+                } else if is_x86_feature_detected!("avx512f") {
+                    2
+                } else {
+                    1
+                };
+                LEVEL.store(l + 1, Ordering::Relaxed);
+                l
             }
-            l => l == 2,
+            l => l - 1,
         }
     }
 
-    /// 0 = not probed yet, 1 = no AVX-512F, 2 = AVX-512F with AVX2+FMA.
-    static LEVEL512: AtomicU8 = AtomicU8::new(0);
-
-    /// Whether the CPU has AVX-512F besides AVX2 and FMA (probed once, then cached).
+    /// Whether the CPU has AVX2 and FMA.
     #[inline]
-    pub fn has_avx512() -> bool {
-        match LEVEL512.load(Ordering::Relaxed) {
-            0 => {
-                let yes = has_avx2() && is_x86_feature_detected!("avx512f");
-                LEVEL512.store(if yes { 2 } else { 1 }, Ordering::Relaxed);
-                yes
-            }
-            l => l == 2,
-        }
+    pub fn has_avx2() -> bool {
+        level() >= 1
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -58,31 +56,28 @@ mod imp {
 
     #[inline]
     pub fn run<R>(f: impl FnOnce() -> R) -> R {
-        if has_avx512() {
-            // SAFETY: `call_avx512` requires AVX-512F, AVX2 and FMA, which `has_avx512` has
-            // just checked with `is_x86_feature_detected!`.
-            unsafe { call_avx512(f) }
-        } else if has_avx2() {
-            // SAFETY: `call_avx2` only requires that the CPU supports AVX2 and FMA, which
-            // `has_avx2` has just checked with `is_x86_feature_detected!`.
-            unsafe { call_avx2(f) }
-        } else {
-            f()
+        match level() {
+            // SAFETY: level 2 means `is_x86_feature_detected!` found AVX-512F, AVX2 and FMA,
+            // all `call_avx512` requires.
+            2 => unsafe { call_avx512(f) },
+            // SAFETY: level 1 means it found AVX2 and FMA, all `call_avx2` requires.
+            1 => unsafe { call_avx2(f) },
+            _ => f(),
         }
     }
 }
 
 #[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
 mod imp {
-    /// No x86 SIMD dispatch on this architecture.
+    /// No x86 SIMD dispatch on this architecture: the baseline build.
     #[inline]
-    pub fn has_avx2() -> bool {
-        false
+    pub fn level() -> u8 {
+        0
     }
 
     /// No x86 SIMD dispatch on this architecture.
     #[inline]
-    pub fn has_avx512() -> bool {
+    pub fn has_avx2() -> bool {
         false
     }
 
@@ -95,8 +90,9 @@ mod imp {
 /// Whether [`run`] takes the AVX2+FMA path on this CPU.
 pub use imp::has_avx2;
 
-/// Whether this CPU also has AVX-512F (kernels with their own AVX-512 build check this).
-pub use imp::has_avx512;
+/// The widest build [`run`] takes here: 2 AVX-512F (with AVX2+FMA), 1 AVX2+FMA, 0 baseline.
+/// Kernels with their own builds dispatch on it.
+pub use imp::level;
 
 /// Run `f`, compiled for AVX2+FMA when the CPU has them (see the module docs).
 pub use imp::run;
