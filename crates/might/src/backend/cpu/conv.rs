@@ -30,15 +30,14 @@ pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug
     /// `mmap` and pays for again in page faults and zeroing.
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
 
-    /// A vectorised 2x2 max pool of one row pair, if this type has one (see
-    /// [`super::max_pool_avx2::row_f32`]); false leaves the row to the scalar loop.
-    fn max_pool_2x2_row(
-        _r0: &[Self],
-        _r1: &[Self],
-        _first: usize,
+    /// A vectorised 2x2 max pool of one plane, if this type has one (see
+    /// [`super::max_pool_avx2::plane_f32`]); false leaves the plane to the scalar loop.
+    fn max_pool_2x2_plane(
+        _xp: &[Self],
         _w: usize,
-        _vrow: &mut [Self],
-        _irow: &mut [i64],
+        _vp: &mut [Self],
+        _ip: &mut [i64],
+        _ow: usize,
     ) -> bool {
         false
     }
@@ -48,14 +47,13 @@ macro_rules! conv_float {
     ($t:ty $(, $name:ident = $f:path)?) => {
         impl ConvFloat for $t {
             $(fn $name(
-                r0: &[Self],
-                r1: &[Self],
-                first: usize,
+                xp: &[Self],
                 w: usize,
-                vrow: &mut [Self],
-                irow: &mut [i64],
+                vp: &mut [Self],
+                ip: &mut [i64],
+                ow: usize,
             ) -> bool {
-                $f(r0, r1, first, w, vrow, irow)
+                $f(xp, w, vp, ip, ow)
             })?
 
             fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R {
@@ -82,7 +80,7 @@ macro_rules! conv_float {
         }
     };
 }
-conv_float!(f32, max_pool_2x2_row = super::max_pool_avx2::row_f32);
+conv_float!(f32, max_pool_2x2_plane = super::max_pool_avx2::plane_f32);
 conv_float!(f64);
 
 /// Multiply-adds below which a conv stays on the calling thread.

@@ -6,39 +6,30 @@
 //! order: row-major, a later candidate replaces the best only if larger, or NaN where the best
 //! is not (first maximum wins, first NaN wins).
 
-/// Pool one pair of input rows `r0`, `r1` (each at least `2 * vrow.len()` long) into `vrow`
-/// and the plane-relative indices `irow`; `first` is the plane index of `r0[0]`, `w` the row
-/// length. Returns false, touching nothing, when this CPU or shape has no vector path
-/// (fewer than 4 outputs, no AVX2, indices beyond i32). Rows of 4 to 7 outputs (the second
-/// pool of an MNIST CNN: 11 or 14 wide) take a four-lane version of the same steps.
-pub fn row_f32(
-    r0: &[f32],
-    r1: &[f32],
-    first: usize,
-    w: usize,
-    vrow: &mut [f32],
-    irow: &mut [i64],
-) -> bool {
-    let ow = vrow.len();
+/// Pool one `[H, W]` plane `xp` into `vp` (`[OH, OW]`, `2 * OH <= H`, `2 * OW <= W`) and the
+/// plane-relative indices `ip`. Returns false, touching nothing, when this CPU or shape has no
+/// vector path (fewer than 4 outputs a row, no AVX2, indices beyond i32). Rows of 4 to 7
+/// outputs (the second pool of an MNIST CNN: 11 or 14 wide) take a four-lane version of the
+/// same steps. One call per plane, not per row: at 13 outputs a row the call and its checks
+/// cost as much as the pooling.
+pub fn plane_f32(xp: &[f32], w: usize, vp: &mut [f32], ip: &mut [i64], ow: usize) -> bool {
+    let oh = if ow == 0 { 0 } else { vp.len() / ow };
     let fits = ow >= 4
-        && irow.len() == ow
-        && r0.len() >= 2 * ow
-        && r1.len() >= 2 * ow
-        && first + w + 2 * ow < i32::MAX as usize;
+        && vp.len() == oh * ow
+        && ip.len() == vp.len()
+        && 2 * ow <= w
+        && xp.len() >= 2 * oh * w
+        && xp.len() < i32::MAX as usize;
     if !fits || !super::simd::has_avx2() {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: AVX2 is present (checked above) and the slice lengths satisfy the contract
-        // of `row` (8 or more outputs) or `row4` (4 or more), checked in `fits`.
-        unsafe {
-            if ow >= 8 {
-                imp::row(r0, r1, first, w, vrow, irow)
-            } else {
-                imp::row4(r0, r1, first, w, vrow, irow)
-            }
-        };
+        // SAFETY: AVX2 is present (checked above); every row pair `2oy, 2oy + 1` lies in `xp`
+        // (`2 * oh * w <= xp.len()`) and holds `2 * ow <= w` elements, each output row has `ow`
+        // slots in `vp` and `ip`, and indices stay below `xp.len() < i32::MAX`: the contract
+        // of `row` (8 or more outputs) and `row4` (4 or more).
+        unsafe { imp::plane(xp, w, vp, ip, ow) };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -90,13 +81,35 @@ mod imp {
         }
     }
 
+    /// Every row pair of a plane (see [`super::plane_f32`], which checks the contract).
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn plane(xp: &[f32], w: usize, vp: &mut [f32], ip: &mut [i64], ow: usize) {
+        for (oy, (vrow, irow)) in vp
+            .chunks_exact_mut(ow)
+            .zip(ip.chunks_exact_mut(ow))
+            .enumerate()
+        {
+            let r0 = &xp[2 * oy * w..2 * oy * w + 2 * ow];
+            let r1 = &xp[(2 * oy + 1) * w..(2 * oy + 1) * w + 2 * ow];
+            // SAFETY: AVX2 is enabled here; the rows and outputs are as `row`/`row4` require
+            // (checked by `plane_f32`).
+            unsafe {
+                if ow >= 8 {
+                    row(r0, r1, 2 * oy * w, w, vrow, irow)
+                } else {
+                    row4(r0, r1, 2 * oy * w, w, vrow, irow)
+                }
+            }
+        }
+    }
+
     /// [`row`] four outputs per step, for rows of 4 to 7 outputs.
     ///
     /// # Safety
     /// AVX2 must be available; `vrow.len() == irow.len() >= 4`; `r0` and `r1` hold at least
     /// `2 * vrow.len()` elements; every index `first + w + 2 * vrow.len()` fits in i32.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn row4(
+    unsafe fn row4(
         r0: &[f32],
         r1: &[f32],
         first: usize,
@@ -143,7 +156,7 @@ mod imp {
     /// AVX2 must be available; `vrow.len() == irow.len() >= 8`; `r0` and `r1` hold at least
     /// `2 * vrow.len()` elements; every index `first + w + 2 * vrow.len()` fits in i32.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn row(
+    unsafe fn row(
         r0: &[f32],
         r1: &[f32],
         first: usize,

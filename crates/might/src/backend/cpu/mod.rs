@@ -54,6 +54,7 @@ impl Drop for CpuStorage {
         match self {
             CpuStorage::F32(v) => pool::recycle(std::mem::take(v)),
             CpuStorage::F64(v) => pool::recycle(std::mem::take(v)),
+            CpuStorage::I64(v) => pool::recycle(std::mem::take(v)),
             _ => {}
         }
     }

@@ -1,4 +1,4 @@
-//! A cache of freed float buffers, reused for the next output of the same length.
+//! A cache of freed float (and index) buffers, reused for the next output of the same length.
 //!
 //! Why: a training step allocates the same activation and gradient sizes every iteration. Large
 //! blocks come back from glibc as fresh pages (it serves them with `mmap` or trims them off the
@@ -34,6 +34,7 @@ const DEFAULT_LIMIT: usize = 512 << 20;
 pub struct Bins {
     f32: HashMap<usize, Bin<f32>>,
     f64: HashMap<usize, Bin<f64>>,
+    i64: HashMap<usize, Bin<i64>>,
     bytes: usize,
 }
 
@@ -91,7 +92,8 @@ pub fn cached_bytes() -> usize {
         .unwrap_or(0)
 }
 
-/// Float types whose buffers are cached.
+/// Element types whose buffers are cached: the floats, and i64 for the indices max pooling
+/// returns every step.
 pub trait Pooled: Copy + Default + Send + 'static {
     #[doc(hidden)]
     fn bins(b: &mut Bins) -> &mut HashMap<usize, Bin<Self>>;
@@ -106,6 +108,11 @@ impl Pooled for f64 {
         &mut b.f64
     }
 }
+impl Pooled for i64 {
+    fn bins(b: &mut Bins) -> &mut HashMap<usize, Bin<i64>> {
+        &mut b.i64
+    }
+}
 
 /// The free buffers of one bin.
 type Freed<T> = Vec<Vec<T>>;
@@ -115,7 +122,7 @@ fn bytes_of<T>(len: usize) -> usize {
 }
 
 /// A buffer of `len` elements with unspecified (but initialised) contents: the caller must
-/// overwrite all of it. Any element type may ask; only f32 and f64 buffers are cached.
+/// overwrite all of it. Any element type may ask; only f32, f64 and i64 buffers are cached.
 pub fn output<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
     fn cached<T: Pooled>(len: usize) -> Option<Vec<T>> {
         let mut g = BINS.lock().ok()?;
@@ -142,6 +149,8 @@ pub fn output<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
             boxed(cached::<f32>(len))
         } else if id == TypeId::of::<f64>() {
             boxed(cached::<f64>(len))
+        } else if id == TypeId::of::<i64>() {
+            boxed(cached::<i64>(len))
         } else {
             None
         };
@@ -175,7 +184,7 @@ pub fn recycle<T: Pooled>(v: Vec<T>) {
         return; // small: malloc is fast; huge: one buffer may not take over the cache
     }
     // buffers dropped when the cache overflows, freed after the lock is released
-    let mut evicted: (Vec<Freed<f32>>, Vec<Freed<f64>>) = Default::default();
+    let mut evicted: (Vec<Freed<f32>>, Vec<Freed<f64>>, Vec<Freed<i64>>) = Default::default();
     if let Ok(mut g) = BINS.lock() {
         let b = g.get_or_insert_with(Bins::default);
         match T::bins(b).get(&v.len()) {
@@ -191,6 +200,11 @@ pub fn recycle<T: Pooled>(v: Vec<T>) {
                 .collect();
             evicted.1 = b
                 .f64
+                .values_mut()
+                .map(|x| std::mem::take(&mut x.free))
+                .collect();
+            evicted.2 = b
+                .i64
                 .values_mut()
                 .map(|x| std::mem::take(&mut x.free))
                 .collect();

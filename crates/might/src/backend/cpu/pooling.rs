@@ -82,12 +82,12 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
     assert_eq!(x.len(), g.planes * hw, "max_pool2d: buffer size");
     // every output is written (each window holds at least one element)
     let mut vals = super::pool::output::<T>(g.planes * ohw);
-    let mut idx = vec![0i64; g.planes * ohw];
+    let mut idx = super::pool::output::<i64>(g.planes * ohw);
     if hw == 0 || ohw == 0 {
         return (vals, idx);
     }
     let (rows, cols) = g.windows();
-    let pair = g.kernel == [2, 2] && g.stride == [2, 2] && g.padding == [0, 0];
+    let pair = g.pair();
     let plane = |((vp, ip), xp): ((&mut [T], &mut [i64]), &[T])| {
         if pair {
             return max_pool_2x2(xp, vp, ip, g);
@@ -131,18 +131,29 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
     (vals, idx)
 }
 
+impl PoolGeom {
+    /// The common 2x2, stride-2, unpadded pool, whose windows tile the input without overlap.
+    fn pair(&self) -> bool {
+        self.kernel == [2, 2]
+            && self.stride == [2, 2]
+            && self.padding == [0, 0]
+            && 2 * self.oh <= self.h
+            && 2 * self.ow <= self.w
+    }
+}
+
 /// The common 2x2, stride 2 max pool of one plane without window tables: the same scan order
 /// (row-major, first maximum wins, NaN wins) as the general loop.
 fn max_pool_2x2<T: ConvFloat>(xp: &[T], vp: &mut [T], ip: &mut [i64], g: &PoolGeom) {
+    if T::max_pool_2x2_plane(xp, g.w, vp, ip, g.ow) {
+        return;
+    }
     let w = g.w;
     for oy in 0..g.oh {
         let r0 = &xp[2 * oy * w..2 * oy * w + w];
         let r1 = &xp[(2 * oy + 1) * w..(2 * oy + 2) * w];
         let vrow = &mut vp[oy * g.ow..(oy + 1) * g.ow];
         let irow = &mut ip[oy * g.ow..(oy + 1) * g.ow];
-        if T::max_pool_2x2_row(r0, r1, 2 * oy * w, w, vrow, irow) {
-            continue;
-        }
         for ox in 0..g.ow {
             let c = 2 * ox;
             let cand = [
@@ -175,11 +186,15 @@ pub fn max_pool2d_backward<T: ConvFloat>(gy: &[T], idx: &[i64], g: &PoolGeom) ->
         gy.len() == g.planes * ohw && idx.len() == gy.len(),
         "max_pool2d_backward"
     );
-    let mut gx = super::pool::zeroed::<T>(g.planes * hw);
+    // each plane is zeroed by the thread that scatters into it, while it is in that core's
+    // cache (one serial memset of the whole gradient first was a tenth of a 2-thread CNN step)
+    let mut gx = super::pool::output::<T>(g.planes * hw);
     if hw == 0 || ohw == 0 {
+        gx.fill(T::zero());
         return gx;
     }
     let plane = |(xp, (gp, ip)): (&mut [T], (&[T], &[i64]))| {
+        xp.fill(T::zero());
         for (&v, &i) in gp.iter().zip(ip) {
             // indices come from our own forward pass; a bad one is a bug, not user input
             xp[i as usize] += v;
@@ -331,8 +346,18 @@ mod tests {
         let mut g = crate::Generator::new(3);
         // rows of 13 outputs (a vector step and an overlapping last one), 8 (exactly one
         // vector step), 17 with an odd row length; four-lane rows of 4, 5 (odd length, an
-        // overlapping step) and 7; 3 (scalar)
-        for (h, w) in [(4, 26), (2, 16), (6, 35), (6, 8), (4, 11), (2, 14), (4, 7)] {
+        // overlapping step) and 7; 3 (scalar); odd heights leave a row outside every window
+        for (h, w) in [
+            (4, 26),
+            (2, 16),
+            (6, 35),
+            (6, 8),
+            (4, 11),
+            (2, 14),
+            (4, 7),
+            (5, 9),
+            (3, 26),
+        ] {
             for trial in 0..50 {
                 let x: Vec<f32> = (0..2 * h * w)
                     .map(|_| vals[g.below(vals.len() as u64) as usize])
@@ -348,6 +373,13 @@ mod tests {
                     padding: [0, 0],
                 };
                 let (fv, fi) = max_pool2d_forward(&x, &geom);
+                // backward: each output gradient lands on its index, zeros elsewhere
+                let gy: Vec<f32> = (0..fv.len()).map(|i| 1.0 + i as f32).collect();
+                let mut want = vec![0f32; x.len()];
+                for (o, (&v, &i)) in gy.iter().zip(&fi).enumerate() {
+                    want[o / (h / 2 * (w / 2)) * h * w + i as usize] += v;
+                }
+                assert_eq!(max_pool2d_backward(&gy, &fi, &geom), want, "trial {trial}");
                 // reference: sequential scan, first maximum wins, first NaN wins
                 for p in 0..2 {
                     for oy in 0..h / 2 {
@@ -375,5 +407,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn max_pool_2x2_backward_writes_every_element() {
+        // the gradient buffer comes from the cache with stale contents: poison one of the
+        // right length first, and check nothing of it survives
+        let (h, w) = (91, 97); // odd: a row and a column outside every window
+        let n = 3 * h * w;
+        let mut stale = super::super::pool::output::<f32>(n);
+        stale.fill(f32::NAN);
+        super::super::pool::recycle(stale);
+        let g = PoolGeom {
+            planes: 3,
+            h,
+            w,
+            oh: h / 2,
+            ow: w / 2,
+            kernel: [2, 2],
+            stride: [2, 2],
+            padding: [0, 0],
+        };
+        let x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32).collect();
+        let (y, idx) = max_pool2d_forward(&x, &g);
+        let gx = max_pool2d_backward(&vec![1f32; y.len()], &idx, &g);
+        assert_eq!(gx.len(), n);
+        assert!(
+            gx.iter().all(|v| *v == 0.0 || *v == 1.0),
+            "stale values left"
+        );
+        assert_eq!(gx.iter().filter(|v| **v == 1.0).count(), y.len());
     }
 }
