@@ -13,7 +13,7 @@
 /// same steps. One call per plane, not per row: at 13 outputs a row the call and its checks
 /// cost as much as the pooling.
 pub fn plane_f32(xp: &[f32], w: usize, vp: &mut [f32], ip: &mut [i64], ow: usize) -> bool {
-    let oh = if ow == 0 { 0 } else { vp.len() / ow };
+    let oh = vp.len().checked_div(ow).unwrap_or(0);
     let fits = ow >= 4
         && vp.len() == oh * ow
         && ip.len() == vp.len()

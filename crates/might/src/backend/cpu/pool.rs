@@ -116,6 +116,8 @@ impl Pooled for i64 {
 
 /// The free buffers of one bin.
 type Freed<T> = Vec<Vec<T>>;
+/// Buffers dropped from every bin at once when the cache overflows.
+type Evicted = (Vec<Freed<f32>>, Vec<Freed<f64>>, Vec<Freed<i64>>);
 
 fn bytes_of<T>(len: usize) -> usize {
     len * std::mem::size_of::<T>()
@@ -184,7 +186,7 @@ pub fn recycle<T: Pooled>(v: Vec<T>) {
         return; // small: malloc is fast; huge: one buffer may not take over the cache
     }
     // buffers dropped when the cache overflows, freed after the lock is released
-    let mut evicted: (Vec<Freed<f32>>, Vec<Freed<f64>>, Vec<Freed<i64>>) = Default::default();
+    let mut evicted: Evicted = Default::default();
     if let Ok(mut g) = BINS.lock() {
         let b = g.get_or_insert_with(Bins::default);
         match T::bins(b).get(&v.len()) {
