@@ -12,8 +12,9 @@ fn param(shape: &[usize], fan_in: usize) -> Result<Tensor> {
     Ok(Tensor::uniform(shape, -b, b, DType::F32)?.with_requires_grad())
 }
 
-fn conv(x: &Tensor, w: &Tensor, b: &Tensor, pad: usize) -> Result<Tensor> {
-    x.conv2d(w, Some(b), [1, 1], [pad, pad], [1, 1], 1)
+/// `relu(conv2d(..))`, fused (what `nn::Sequential` runs for a `Conv2d` then a `ReLU`).
+fn conv_relu(x: &Tensor, w: &Tensor, b: &Tensor, pad: usize) -> Result<Tensor> {
+    x.conv2d_relu(w, Some(b), [1, 1], [pad, pad], [1, 1], 1)
 }
 
 fn pool(x: &Tensor) -> Result<Tensor> {
@@ -86,8 +87,8 @@ fn main() -> Result<()> {
             "small",
             &ps,
             &|x| {
-                let x = pool(&conv(x, &w1, &b1, 0)?.relu()?)?;
-                let x = pool(&conv(&x, &w2, &b2, 0)?.relu()?)?;
+                let x = pool(&conv_relu(x, &w1, &b1, 0)?)?;
+                let x = pool(&conv_relu(&x, &w2, &b2, 0)?)?;
                 lin(&x.flatten(1, -1)?, &w3, &b3)
             },
             steps,
@@ -112,8 +113,8 @@ fn main() -> Result<()> {
             "cli",
             &ps,
             &|x| {
-                let x = pool(&conv(x, &w1, &b1, 1)?.relu()?)?;
-                let x = pool(&conv(&x, &w2, &b2, 1)?.relu()?)?;
+                let x = pool(&conv_relu(x, &w1, &b1, 1)?)?;
+                let x = pool(&conv_relu(&x, &w2, &b2, 1)?)?;
                 let x = lin(&x.flatten(1, -1)?, &w3, &b3)?.relu()?;
                 lin(&x, &w4, &b4)
             },

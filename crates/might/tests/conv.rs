@@ -643,3 +643,109 @@ fn pool_argument_errors() {
         ErrorKind::DType
     );
 }
+
+// ---------------------------------------------------------------- fused conv2d + ReLU
+
+/// `conv2d_relu` against `conv2d(..).relu()`: the same values and the same gradients for
+/// input, weight and bias, on the direct path (stride 1: a small-CNN layer, a padded one,
+/// groups) and the GEMM path (stride 2), in f32 and f64. The output gradient is random, so
+/// rows the ReLU cuts and rows it passes both count.
+#[test]
+fn conv2d_relu_matches_conv2d_then_relu() -> Result<()> {
+    type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 2], usize);
+    let cases: [Case; 4] = [
+        ([3, 1, 28, 28], [8, 1, 3, 3], [1, 1], [0, 0], 1),
+        ([2, 8, 13, 13], [16, 8, 3, 3], [1, 1], [1, 1], 1),
+        ([2, 4, 9, 7], [6, 2, 3, 2], [1, 1], [0, 1], 2),
+        ([2, 3, 9, 9], [4, 3, 3, 3], [2, 2], [1, 1], 1),
+    ];
+    for dt in [DType::F64, DType::F32] {
+        for (xs, ws, stride, padding, groups) in cases {
+            let leaf =
+                |s: &[usize]| -> Result<Tensor> { Ok(Tensor::randn(s, dt)?.with_requires_grad()) };
+            let (x, w, b) = (leaf(&xs)?, leaf(&ws)?, leaf(&[ws[0]])?);
+            let fused = x.conv2d_relu(&w, Some(&b), stride, padding, [1, 1], groups)?;
+            let gy = Tensor::randn(fused.dims(), dt)?;
+            let grads = |y: &Tensor| -> Result<Vec<Vec<f64>>> {
+                for p in [&x, &w, &b] {
+                    p.zero_grad();
+                }
+                y.mul(&gy)?.sum_all()?.backward()?;
+                Ok([&x, &w, &b]
+                    .iter()
+                    .map(|p| p.grad().expect("a gradient").to_f64_vec())
+                    .collect())
+            };
+            let got = grads(&fused)?;
+            let plain = x
+                .conv2d(&w, Some(&b), stride, padding, [1, 1], groups)?
+                .relu()?;
+            let want = grads(&plain)?;
+            let what = format!("{dt:?} {xs:?} {ws:?} {stride:?}");
+            let tol = if dt == DType::F64 { 1e-12 } else { 1e-5 };
+            assert_close(&fused.to_f64_vec(), &plain.to_f64_vec(), tol, &what);
+            assert!(
+                fused.to_f64_vec().iter().any(|&v| v == 0.0),
+                "{what}: some outputs cut"
+            );
+            for (g, (a, b)) in ["x", "w", "b"].iter().zip(got.iter().zip(&want)) {
+                assert_close(a, b, tol, &format!("{what} grad {g}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn gradcheck_conv2d_relu() -> Result<()> {
+    // away from the kink: inputs where no pre-activation sits within the probe step of 0
+    let inputs = [randn(&[2, 3, 6, 5]), randn(&[4, 3, 3, 3]), randn(&[4])];
+    gradcheck(
+        |v| v[0].conv2d_relu(&v[1], Some(&v[2]), [1, 1], [1, 1], [1, 1], 1),
+        &inputs,
+        GradCheck::default(),
+    )?;
+    gradcheck(
+        |v| v[0].conv2d_relu(&v[1], None, [2, 1], [0, 1], [1, 1], 1),
+        &inputs[..2],
+        GradCheck::default(),
+    )
+}
+
+#[test]
+fn sequential_fuses_conv_and_relu() -> Result<()> {
+    use might::nn::{Conv2d, Conv2dConfig, MaxPool2d, Module, ReLU, Sequential};
+    might::manual_seed(3);
+    let conv = || Conv2d::new(2, 5, 3, Conv2dConfig::default());
+    let (c1, c2) = (conv()?, conv()?);
+    let (w, b) = (c1.weight.clone(), c1.bias.clone().expect("a bias"));
+    let x = Tensor::randn([2, 2, 10, 10], DType::F32)?;
+    // a conv followed by a ReLU runs as the fused op; one without stays a plain conv
+    let pair = Sequential::new().add(c2).add(ReLU);
+    assert_eq!(pair.forward(&x)?.grad_fn(), Some("ConvolutionReluBackward"));
+    let lone = Sequential::new()
+        .add(conv()?)
+        .add(MaxPool2d::new(2))
+        .add(ReLU);
+    let h = lone.get(0).unwrap().forward(&x)?;
+    assert_eq!(h.grad_fn(), Some("ConvolutionBackward"));
+    // same values and gradients as the plain chain
+    let net = Sequential::new().add(c1).add(ReLU).add(MaxPool2d::new(2));
+    let y = net.forward(&x)?;
+    let plain = x
+        .conv2d(&w, Some(&b), [1, 1], [0, 0], [1, 1], 1)?
+        .relu()?
+        .max_pool2d([2, 2], [2, 2], [0, 0])?;
+    assert_close(&y.to_f64_vec(), &plain.to_f64_vec(), 1e-6, "sequential");
+    y.sum_all()?.backward()?;
+    let g_fused = w.grad().expect("a gradient").to_f64_vec();
+    w.zero_grad();
+    plain.sum_all()?.backward()?;
+    assert_close(
+        &g_fused,
+        &w.grad().unwrap().to_f64_vec(),
+        1e-5,
+        "weight grad",
+    );
+    Ok(())
+}

@@ -5,7 +5,7 @@ use super::Module;
 use crate::{Result, Tensor};
 
 macro_rules! activation {
-    ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr) => {
+    ($(#[$doc:meta])* $name:ident, |$x:ident| $body:expr $(, $extra:item)?) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $name;
@@ -17,12 +17,13 @@ macro_rules! activation {
             fn named_parameters(&self) -> Vec<(String, Tensor)> {
                 vec![]
             }
+            $($extra)?
         }
     };
 }
 
 activation!(/// `max(x, 0)`
-    ReLU, |x| x.relu());
+    ReLU, |x| x.relu(), fn is_relu(&self) -> bool { true });
 activation!(/// `x * sigmoid(x)` (swish)
     SiLU, |x| x.silu());
 activation!(/// hyperbolic tangent

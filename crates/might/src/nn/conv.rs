@@ -154,6 +154,16 @@ impl Module for Conv2d {
             self.groups,
         )
     }
+    fn forward_relu(&self, x: &Tensor) -> Option<Result<Tensor>> {
+        Some(x.conv2d_relu(
+            &self.weight,
+            self.bias.as_ref(),
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+        ))
+    }
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         named(&self.weight, &self.bias)
     }

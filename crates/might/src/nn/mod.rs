@@ -102,6 +102,18 @@ pub trait Module: Send + Sync {
     fn eval(&mut self) {
         self.train(false)
     }
+
+    /// `relu(self.forward(x))` as one fused op, for layers that have one (`Conv2d`);
+    /// `None` for the rest. [`Sequential`] calls it for a layer followed by a [`ReLU`].
+    fn forward_relu(&self, _x: &Tensor) -> Option<Result<Tensor>> {
+        None
+    }
+
+    /// Whether this layer is a plain [`ReLU`] (which [`Sequential`] may fuse into the layer
+    /// before it).
+    fn is_relu(&self) -> bool {
+        false
+    }
 }
 
 /// Prefix every name with `prefix.` (how containers name their children's tensors).
@@ -160,10 +172,21 @@ impl Sequential {
 }
 
 impl Module for Sequential {
+    /// Each layer in turn; a layer followed by a [`ReLU`] runs both as one fused op when it
+    /// has one ([`Module::forward_relu`]: `Conv2d`), with the same values and gradients.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut h = x.clone();
-        for l in &self.layers {
+        let mut i = 0;
+        while let Some(l) = self.layers.get(i) {
+            if self.layers.get(i + 1).is_some_and(|n| n.is_relu()) {
+                if let Some(y) = l.forward_relu(&h) {
+                    h = y?;
+                    i += 2;
+                    continue;
+                }
+            }
             h = l.forward(&h)?;
+            i += 1;
         }
         Ok(h)
     }

@@ -184,7 +184,46 @@ impl Tensor {
         dilation: [usize; 2],
         groups: usize,
     ) -> Result<Tensor> {
-        let op = "conv2d";
+        self.conv2d_epilogue(
+            "conv2d",
+            weight,
+            bias,
+            [stride, padding, dilation],
+            groups,
+            false,
+        )
+    }
+
+    /// `relu(conv2d(..))` as one op, what `torch.ao.nn.intrinsic.ConvReLU2d` computes: the
+    /// ReLU is applied as the convolution writes its output, and its backward as the
+    /// convolution's backward reads the gradient, so neither the pre-activation tensor nor
+    /// the ReLU's two memory passes each way exist. Same values and gradients as
+    /// `conv2d(..)?.relu()`. [`nn::Sequential`](crate::nn::Sequential) uses it for a `Conv2d`
+    /// followed by a `ReLU`.
+    #[track_caller]
+    pub fn conv2d_relu(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+    ) -> Result<Tensor> {
+        let p = [stride, padding, dilation];
+        self.conv2d_epilogue("conv2d_relu", weight, bias, p, groups, true)
+    }
+
+    #[track_caller]
+    fn conv2d_epilogue(
+        &self,
+        op: &str,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        [stride, padding, dilation]: [[usize; 2]; 3],
+        groups: usize,
+        relu: bool,
+    ) -> Result<Tensor> {
         let (x, added) = batched(op, self, 2, "[N, C, H, W]")?;
         let [oh, ow]: [usize; 2] =
             check_conv(op, &x, weight, bias, &stride, &padding, &dilation, groups)?
@@ -206,7 +245,7 @@ impl Tensor {
             oh,
             ow,
         };
-        let y = conv2d_batched(&x, weight, bias, geom)?;
+        let y = conv2d_batched(&x, weight, bias, geom, relu)?;
         unbatched(y, added)
     }
 
@@ -422,6 +461,7 @@ fn conv2d_batched(
     weight: &Tensor,
     bias: Option<&Tensor>,
     geom: ConvGeom,
+    relu: bool,
 ) -> Result<Tensor> {
     let xc = x.detach().contiguous()?;
     let wc = weight.detach().contiguous()?;
@@ -438,7 +478,13 @@ fn conv2d_batched(
                     },
                     _ => None,
                 };
-                S::F32(k::conv2d_forward(dense!(xv, xc), dense!(wv, wc), bv, &geom))
+                S::F32(k::conv2d_forward(
+                    dense!(xv, xc),
+                    dense!(wv, wc),
+                    bv,
+                    &geom,
+                    relu,
+                ))
             }
             (S::F64(xv), S::F64(wv)) => {
                 let bv = match (&sb, &bc) {
@@ -448,28 +494,50 @@ fn conv2d_batched(
                     },
                     _ => None,
                 };
-                S::F64(k::conv2d_forward(dense!(xv, xc), dense!(wv, wc), bv, &geom))
+                S::F64(k::conv2d_forward(
+                    dense!(xv, xc),
+                    dense!(wv, wc),
+                    bv,
+                    &geom,
+                    relu,
+                ))
             }
             _ => unreachable!("dtypes checked in check_conv"),
         }
     };
     let y = Tensor::from_cpu(out, [geom.n, geom.o, geom.oh, geom.ow]);
+    // the backward of a fused ReLU needs its output (a view of the same storage, no copy)
+    let relu_y = relu.then(|| y.detach());
     let mut inputs = vec![x, weight];
     inputs.extend(bias);
     let (need_x, need_w) = (x.requires_grad(), weight.requires_grad());
     let need_b = bias.is_some_and(|b| b.requires_grad());
     let has_bias = bias.is_some();
-    Ok(y.record("ConvolutionBackward", &inputs, move || {
+    let name = if relu {
+        "ConvolutionReluBackward"
+    } else {
+        "ConvolutionBackward"
+    };
+    Ok(y.record(name, &inputs, move || {
         Box::new(move |g| {
             let g = g.contiguous()?;
             let (gx, gw, gb) = {
                 let (sx, sw, sg) = (xc.storage(), wc.storage(), g.storage());
+                let sy = relu_y.as_ref().map(|y| y.storage());
                 macro_rules! back {
                     ($variant:ident, $xv:expr, $wv:expr, $gv:expr) => {{
+                        let yv = match (&sy, &relu_y) {
+                            (Some(s), Some(y)) => match s.cpu() {
+                                S::$variant(v) => Some(dense!(v, y)),
+                                _ => unreachable!("the output has the input's dtype"),
+                            },
+                            _ => None,
+                        };
                         let (gx, gw, gb) = k::conv2d_backward(
                             dense!($xv, xc),
                             dense!($wv, wc),
                             dense!($gv, g),
+                            yv,
                             &geom,
                             need_x,
                             need_w,

@@ -15,7 +15,7 @@
 //! The callers (`ops::conv`) have checked the shapes; the kernels only `assert!` what their own
 //! memory safety depends on.
 
-use super::conv_direct::{add_lanes, Plan, LANES};
+use super::conv_direct::{add_lanes, relu_grad, relu_of, Plan, LANES};
 use super::im2col::{col2im, im2col};
 use super::matmul::GemmDType;
 use super::rows::row_sum;
@@ -227,12 +227,19 @@ fn chunk_samples(g: &ConvGeom, run: usize) -> usize {
 }
 
 /// conv2d forward. `x`: `[N, C, H, W]`, `w`: `[O, C/groups, kh, kw]`, `bias`: `[O]`, all dense.
-/// Returns the dense `[N, O, OH, OW]` output.
+/// Returns the dense `[N, O, OH, OW]` output, through a ReLU when `relu` (fused: the output
+/// is written once).
 ///
 /// Each task unrolls a chunk of samples into one column matrix `[klen, chunk * P]` and runs a
 /// single GEMM per group, then copies the `[O/groups, chunk * P]` product into the NCHW output
 /// adding the bias on the way. A chunk of one sample multiplies straight into the output.
-pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
+pub fn conv2d_forward<T: ConvFloat>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    relu: bool,
+) -> Vec<T> {
     let (p, klen, og, chw, cghw) = (g.p(), g.klen(), g.og(), g.c * g.hw(), g.cg() * g.hw());
     assert!(
         x.len() == g.n * chw && w.len() == g.o * klen,
@@ -253,7 +260,7 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
                         let b = bias.map(|b| &b[grp * og..(grp + 1) * og]);
                         let xg = &xs[grp * cghw..(grp + 1) * cghw];
                         let og_out = &mut os[grp * og * p..(grp + 1) * og * p];
-                        plan.forward(grp, xg, b, og_out, buf);
+                        plan.forward(grp, xg, b, og_out, buf, relu);
                     }
                 }
             });
@@ -315,23 +322,46 @@ pub fn conv2d_forward<T: ConvFloat>(x: &[T], w: &[T], bias: Option<&[T]>, g: &Co
             run(&x[s..(s + per * chw).min(x.len())], os)
         });
     }
+    if relu && plan.is_none() {
+        out.iter_mut().for_each(|v| *v = relu_of(*v));
+    }
     out
+}
+
+/// `sum(g where y > 0)`: a bias gradient through a fused ReLU, in eight partial sums.
+fn masked_sum<T: ConvFloat>(g: &[T], y: &[T]) -> T {
+    let mut acc = [T::zero(); 8];
+    let (gc, yc) = (g.chunks_exact(8), y.chunks_exact(8));
+    let tail = gc
+        .remainder()
+        .iter()
+        .zip(yc.remainder())
+        .fold(T::zero(), |s, (&g, &y)| s + relu_grad(g, y));
+    for (g, y) in gc.zip(yc) {
+        for l in 0..8 {
+            acc[l] += relu_grad(g[l], y[l]);
+        }
+    }
+    acc.iter().fold(tail, |s, &v| s + v)
 }
 
 /// What [`conv2d_backward`] returns: the gradients of input, weight and bias, each when asked.
 pub type ConvGrads<T> = (Option<Vec<T>>, Option<Vec<T>>, Option<Vec<T>>);
 
 /// conv2d backward: the gradients of the input (`need_x`), of the weight (`need_w`) and of the
-/// bias (`need_b`) given the dense output gradient `gy` (`[N, O, OH, OW]`).
+/// bias (`need_b`) given the dense output gradient `gy` (`[N, O, OH, OW]`). For a conv with a
+/// fused ReLU, `relu_y` is its output: the gradient flows where that is positive.
 ///
 /// Chunks of samples are handled as in the forward pass: the chunk's output gradient is
 /// gathered into one `[O, chunk * P]` matrix (summing the bias gradient on the way), then
 /// `grad_w += gy @ col^T` and `grad_col = W^T @ gy` are one GEMM each per group, and col2im
 /// scatters `grad_col` back to the images.
+#[allow(clippy::too_many_arguments)]
 pub fn conv2d_backward<T: ConvFloat>(
     x: &[T],
     w: &[T],
     gy: &[T],
+    relu_y: Option<&[T]>,
     g: &ConvGeom,
     need_x: bool,
     need_w: bool,
@@ -358,6 +388,20 @@ pub fn conv2d_backward<T: ConvFloat>(
         );
     }
     let plan = Plan::new(g, w, need_x);
+    if let Some(y) = relu_y {
+        assert_eq!(y.len(), gy.len(), "conv2d_backward: ReLU output size");
+    }
+    // the direct kernels apply the ReLU's mask as they read `gy`; the GEMM path reads a
+    // masked copy
+    let masked: Vec<T>;
+    let gy = match relu_y {
+        Some(y) if plan.is_none() => {
+            masked = gy.iter().zip(y).map(|(&g, &y)| relu_grad(g, y)).collect();
+            &masked[..]
+        }
+        _ => gy,
+    };
+    let relu_y = relu_y.filter(|_| plan.is_some());
     // One run of `count` samples starting at sample `s0`: writes its part of grad_input into
     // `gx` (the run's own slice) and adds its part of grad_weight/grad_bias into `part`.
     let run = |s0: usize, count: usize, mut gx: Option<&mut [T]>, part: &mut [T]| {
@@ -370,8 +414,13 @@ pub fn conv2d_backward<T: ConvFloat>(
                 gwl.fill(T::zero());
                 for s in s0..s0 + count {
                     let (xs, gys) = (&x[s * chw..(s + 1) * chw], &gy[s * ohw..(s + 1) * ohw]);
+                    let ys = relu_y.map(|y| &y[s * ohw..(s + 1) * ohw]);
                     for (o, b) in gb.iter_mut().enumerate() {
-                        *b += row_sum(&gys[o * p..(o + 1) * p], |x| x);
+                        let r = o * p..(o + 1) * p;
+                        *b += match ys {
+                            None => row_sum(&gys[r], |x| x),
+                            Some(ys) => masked_sum(&gys[r.clone()], &ys[r]),
+                        };
                     }
                     for grp in 0..g.groups {
                         let base = (s - s0) * chw + grp * cghw;
@@ -379,7 +428,8 @@ pub fn conv2d_backward<T: ConvFloat>(
                         let at = grp * og * klen * LANES;
                         let gwg = need_w.then(|| &mut gwl[at..at + og * klen * LANES]);
                         let (xg, gyg) = (&xs[grp * cghw..][..cghw], &gys[grp * og * p..][..og * p]);
-                        plan.backward(grp, xg, gyg, gxg, gwg, buf);
+                        let yg = ys.map(|y| &y[grp * og * p..][..og * p]);
+                        plan.backward(grp, xg, gyg, yg, gxg, gwg, buf);
                     }
                 }
                 add_lanes(gwl, gw);
@@ -443,7 +493,11 @@ pub fn conv2d_backward<T: ConvFloat>(
     };
 
     let per = samples_per_task(g);
-    let mut gx = need_x.then(|| super::pool::zeroed::<T>(g.n * chw));
+    // the direct kernels write every input-gradient element; col2im accumulates
+    let mut gx = need_x.then(|| match plan {
+        Some(_) => super::pool::output::<T>(g.n * chw),
+        None => super::pool::zeroed::<T>(g.n * chw),
+    });
     let ntasks = g.n.div_ceil(per.max(1));
     let partials: Vec<Vec<T>> = if ntasks <= 1 {
         let mut part = vec![T::zero(); wlen + blen];

@@ -55,24 +55,98 @@ impl Wide {
     }
 
     /// Copy the wide row `src` (`len` elements, row stride `Wp`) into the dense output plane
-    /// `dst` (`OH * OW`), adding `bias`.
-    pub(super) fn unwiden<T: ConvFloat>(&self, g: &ConvGeom, src: &[T], dst: &mut [T], bias: T) {
+    /// `dst` (`OH * OW`), adding `bias`, then applying a fused ReLU when `relu`.
+    pub(super) fn unwiden<T: ConvFloat>(
+        &self,
+        g: &ConvGeom,
+        src: &[T],
+        dst: &mut [T],
+        bias: T,
+        relu: bool,
+    ) {
         for (d, s) in dst.chunks_exact_mut(g.ow).zip(src.chunks(self.wp)) {
-            for (d, &v) in d.iter_mut().zip(s) {
-                *d = v + bias;
+            if relu {
+                for (d, &v) in d.iter_mut().zip(s) {
+                    *d = relu_of(v + bias);
+                }
+            } else {
+                for (d, &v) in d.iter_mut().zip(s) {
+                    *d = v + bias;
+                }
             }
         }
     }
 
-    /// Copy the dense plane `src` (`OH * OW`) into the wide row `dst`, zeros in the gaps.
-    pub(super) fn widen<T: ConvFloat>(&self, g: &ConvGeom, src: &[T], dst: &mut [T]) {
-        for (oy, s) in src.chunks_exact(g.ow).enumerate() {
-            let d = &mut dst[oy * self.wp..];
-            d[..g.ow].copy_from_slice(s);
-            if oy + 1 < g.oh {
-                d[g.ow..self.wp].fill(T::zero());
+    /// Write the wide row `dst` (`margin + len` elements and more): `margin` zeros, the dense
+    /// plane `src` (`OH * OW`) in wide positions with zeros in the gaps, zeros to the end.
+    /// With `relu_y` (the plane's output of a fused ReLU), `src` passes only where it is
+    /// positive: the ReLU's backward on the way.
+    pub(super) fn widen<T: ConvFloat>(
+        &self,
+        g: &ConvGeom,
+        src: &[T],
+        relu_y: Option<&[T]>,
+        dst: &mut [T],
+        margin: usize,
+    ) {
+        dst.fill(T::zero());
+        let rows = dst[margin..].chunks_mut(self.wp);
+        match relu_y {
+            None => {
+                for (s, d) in src.chunks_exact(g.ow).zip(rows) {
+                    copy_row(&mut d[..g.ow], s);
+                }
+            }
+            Some(y) => {
+                for ((s, y), d) in src.chunks_exact(g.ow).zip(y.chunks_exact(g.ow)).zip(rows) {
+                    for ((d, &s), &y) in d.iter_mut().zip(s).zip(y) {
+                        *d = relu_grad(s, y);
+                    }
+                }
             }
         }
+    }
+}
+
+/// The fused ReLU, as `Tensor::relu` computes it (NaN gives 0).
+#[inline(always)]
+pub(super) fn relu_of<T: ConvFloat>(v: T) -> T {
+    if v > T::zero() {
+        v
+    } else {
+        T::zero()
+    }
+}
+
+/// The ReLU's backward: the gradient `g` passes where the output `y` is positive.
+#[inline(always)]
+pub(super) fn relu_grad<T: ConvFloat>(g: T, y: T) -> T {
+    if y > T::zero() {
+        g
+    } else {
+        T::zero()
+    }
+}
+
+/// `dst.copy_from_slice(src)` for the short rows of small images (11 to 28 elements), in
+/// fixed 8-element moves, the last one overlapping the one before: a `memcpy` call per row
+/// cost more than the copy (LLVM turns plain element loops into such calls too).
+#[inline(always)]
+fn copy_row<T: Copy>(dst: &mut [T], src: &[T]) {
+    const C: usize = 8;
+    let n = src.len();
+    if n < C || dst.len() != n {
+        return dst.copy_from_slice(src);
+    }
+    let mut i = 0;
+    loop {
+        let j = i.min(n - C);
+        let chunk: [T; C] = src[j..j + C].try_into().expect("C elements");
+        dst[j..j + C].copy_from_slice(&chunk);
+        if j + C >= n {
+            return;
+        }
+        i += C;
     }
 }
 
@@ -479,18 +553,25 @@ impl<T: ConvFloat> Plan<T> {
     fn pad_input(&self, x: &[T], xp: &mut [T]) {
         let (g, wd) = (&self.g, &self.wd);
         let [ph, pw] = g.padding;
+        if ph == 0 && pw == 0 {
+            // unpadded: the planes are already laid out as the kernels read them
+            let n = g.cg() * g.hw();
+            xp[..n].copy_from_slice(&x[..n]);
+            return xp[n..].fill(T::zero());
+        }
         xp.fill(T::zero());
         for c in 0..g.cg() {
             for iy in 0..g.h {
                 let d = c * wd.plane() + (iy + ph) * wd.wp() + pw;
                 let s = c * g.hw() + iy * g.w;
-                xp[d..d + g.w].copy_from_slice(&x[s..s + g.w]);
+                copy_row(&mut xp[d..d + g.w], &x[s..s + g.w]);
             }
         }
     }
 
     /// Forward of group `grp` of one sample: `x` its input planes (`[C/groups, H, W]`), `out`
-    /// its output planes (`[O/groups, OH * OW]`), `bias` its biases.
+    /// its output planes (`[O/groups, OH * OW]`), `bias` its biases, then a fused ReLU when
+    /// `relu`.
     pub(super) fn forward(
         &self,
         grp: usize,
@@ -498,6 +579,7 @@ impl<T: ConvFloat> Plan<T> {
         bias: Option<&[T]>,
         out: &mut [T],
         scratch: &mut [T],
+        relu: bool,
     ) {
         let (g, wd) = (&self.g, &self.wd);
         let (xp, tmp) = scratch.split_at_mut(self.xp_len());
@@ -506,19 +588,22 @@ impl<T: ConvFloat> Plan<T> {
         shifted_products(xp, &self.off_x, &self.groups[grp].fwd, tmp, ldo, wd.len);
         for (o, d) in out.chunks_exact_mut(g.p()).enumerate() {
             let b = bias.map_or(T::zero(), |b| b[o]);
-            wd.unwiden(g, &tmp[o * ldo..o * ldo + wd.len], d, b);
+            wd.unwiden(g, &tmp[o * ldo..o * ldo + wd.len], d, b, relu);
         }
     }
 
     /// Backward of group `grp` of one sample: given its output gradient `gy`
-    /// (`[O/groups, OH * OW]`), add to the input gradient `gx` (`[C/groups, H, W]`) and the
+    /// (`[O/groups, OH * OW]`; masked by the output `relu_y` of a fused ReLU, when given),
+    /// write the input gradient `gx` (`[C/groups, H, W]`, every element) and add to the
     /// weight gradient `gw` (`[O/groups, klen]` in lane partials, see [`LANES`]), each when
     /// given.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn backward(
         &self,
         grp: usize,
         x: &[T],
         gy: &[T],
+        relu_y: Option<&[T]>,
         gx: Option<&mut [T]>,
         gw: Option<&mut [T]>,
         scratch: &mut [T],
@@ -528,9 +613,13 @@ impl<T: ConvFloat> Plan<T> {
         let (gs, rest) = scratch.split_at_mut(g.og() * gl);
         let (xp, gxp) = rest.split_at_mut(self.xp_len());
         // the output gradient in wide positions, after `m` zeros, zeros in the gaps and after
-        gs.fill(T::zero());
-        for (o, src) in gy.chunks_exact(g.p()).enumerate() {
-            wd.widen(g, src, &mut gs[o * gl + m..o * gl + m + wd.len]);
+        for (o, (src, dst)) in gy
+            .chunks_exact(g.p())
+            .zip(gs.chunks_exact_mut(gl))
+            .enumerate()
+        {
+            let y = relu_y.map(|y| &y[o * g.p()..(o + 1) * g.p()]);
+            wd.widen(g, src, y, dst, m);
         }
         if let Some(gw) = gw {
             self.pad_input(x, xp);
@@ -546,7 +635,7 @@ impl<T: ConvFloat> Plan<T> {
                     let s = c * ldx + (iy + ph) * wd.wp() + pw;
                     let d = c * g.hw() + iy * g.w;
                     for (d, &v) in gx[d..d + g.w].iter_mut().zip(&gxp[s..s + g.w]) {
-                        *d += v;
+                        *d = v;
                     }
                 }
             }
@@ -675,13 +764,13 @@ mod tests {
                 );
             }
         };
-        close(&conv2d_forward(&x, &w, Some(&b), &g), &want_y, "y");
-        let (gx, gw, gb) = conv2d_backward(&x, &w, &gy, &g, true, true, true);
+        close(&conv2d_forward(&x, &w, Some(&b), &g, false), &want_y, "y");
+        let (gx, gw, gb) = conv2d_backward(&x, &w, &gy, None, &g, true, true, true);
         close(&gx.unwrap(), &want_gx, "grad x");
         close(&gw.unwrap(), &want_gw, "grad w");
         close(&gb.unwrap(), &want_gb, "grad b");
         // the weight gradient alone (no input-gradient weights packed)
-        let (gx, gw, _) = conv2d_backward(&x, &w, &gy, &g, false, true, false);
+        let (gx, gw, _) = conv2d_backward(&x, &w, &gy, None, &g, false, true, false);
         assert!(gx.is_none());
         close(&gw.unwrap(), &want_gw, "grad w alone");
     }
