@@ -15,7 +15,7 @@
 //! The callers (`ops::conv`) have checked the shapes; the kernels only `assert!` what their own
 //! memory safety depends on.
 
-use super::conv_direct::{add_lanes, relu_grad, relu_of, Plan, LANES};
+use super::conv_direct::{add_lanes, relu_grad, relu_of, Grads, Plan, LANES};
 use super::im2col::{col2im, im2col};
 use super::matmul::GemmDType;
 use super::rows::row_sum;
@@ -211,6 +211,8 @@ fn gemm_into<T: ConvFloat>(
 const COL_TARGET: usize = 1 << 13;
 
 /// How many samples each parallel task takes (the whole batch when one thread is enough).
+/// One task per thread (four each, taken as threads come free, measured no faster on the
+/// small CNN at 2 threads).
 fn samples_per_task(g: &ConvGeom) -> usize {
     let nt = threads::get_num_threads();
     if nt > 1 && g.n > 1 && g.work() >= CONV_PAR_WORK {
@@ -328,23 +330,6 @@ pub fn conv2d_forward<T: ConvFloat>(
     out
 }
 
-/// `sum(g where y > 0)`: a bias gradient through a fused ReLU, in eight partial sums.
-fn masked_sum<T: ConvFloat>(g: &[T], y: &[T]) -> T {
-    let mut acc = [T::zero(); 8];
-    let (gc, yc) = (g.chunks_exact(8), y.chunks_exact(8));
-    let tail = gc
-        .remainder()
-        .iter()
-        .zip(yc.remainder())
-        .fold(T::zero(), |s, (&g, &y)| s + relu_grad(g, y));
-    for (g, y) in gc.zip(yc) {
-        for l in 0..8 {
-            acc[l] += relu_grad(g[l], y[l]);
-        }
-    }
-    acc.iter().fold(tail, |s, &v| s + v)
-}
-
 /// What [`conv2d_backward`] returns: the gradients of input, weight and bias, each when asked.
 pub type ConvGrads<T> = (Option<Vec<T>>, Option<Vec<T>>, Option<Vec<T>>);
 
@@ -415,21 +400,17 @@ pub fn conv2d_backward<T: ConvFloat>(
                 for s in s0..s0 + count {
                     let (xs, gys) = (&x[s * chw..(s + 1) * chw], &gy[s * ohw..(s + 1) * ohw]);
                     let ys = relu_y.map(|y| &y[s * ohw..(s + 1) * ohw]);
-                    for (o, b) in gb.iter_mut().enumerate() {
-                        let r = o * p..(o + 1) * p;
-                        *b += match ys {
-                            None => row_sum(&gys[r], |x| x),
-                            Some(ys) => masked_sum(&gys[r.clone()], &ys[r]),
-                        };
-                    }
                     for grp in 0..g.groups {
                         let base = (s - s0) * chw + grp * cghw;
-                        let gxg = gx.as_deref_mut().map(|gx| &mut gx[base..base + cghw]);
                         let at = grp * og * klen * LANES;
-                        let gwg = need_w.then(|| &mut gwl[at..at + og * klen * LANES]);
+                        let grads = Grads {
+                            gx: gx.as_deref_mut().map(|gx| &mut gx[base..base + cghw]),
+                            gw: need_w.then(|| &mut gwl[at..at + og * klen * LANES]),
+                            gb: need_b.then(|| &mut gb[grp * og..(grp + 1) * og]),
+                        };
                         let (xg, gyg) = (&xs[grp * cghw..][..cghw], &gys[grp * og * p..][..og * p]);
                         let yg = ys.map(|y| &y[grp * og * p..][..og * p]);
-                        plan.backward(grp, xg, gyg, yg, gxg, gwg, buf);
+                        plan.backward(grp, (xg, gyg, yg), grads, buf);
                     }
                 }
                 add_lanes(gwl, gw);
