@@ -31,7 +31,7 @@ pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug
     fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R;
 
     /// A vectorised 2x2 max pool of one plane, if this type has one (see
-    /// [`super::max_pool_avx2::plane_f32`]); false leaves the plane to the scalar loop.
+    /// [`super::max_pool_simd::plane_f32`]); false leaves the plane to the scalar loop.
     fn max_pool_2x2_plane(
         _xp: &[Self],
         _w: usize,
@@ -80,7 +80,7 @@ macro_rules! conv_float {
         }
     };
 }
-conv_float!(f32, max_pool_2x2_plane = super::max_pool_avx2::plane_f32);
+conv_float!(f32, max_pool_2x2_plane = super::max_pool_simd::plane_f32);
 conv_float!(f64);
 
 /// Multiply-adds below which a conv stays on the calling thread.

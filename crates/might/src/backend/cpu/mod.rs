@@ -6,7 +6,7 @@ pub mod elementwise;
 pub mod im2col;
 pub mod index;
 pub mod matmul;
-pub mod max_pool_avx2;
+pub mod max_pool_simd;
 pub mod pool;
 pub mod pooling;
 pub mod reduce;

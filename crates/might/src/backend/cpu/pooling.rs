@@ -329,6 +329,16 @@ mod tests {
 
     #[test]
     fn max_pool_2x2_path_matches_general_scan() {
+        // every build this CPU has: AVX-512, AVX2, scalar
+        use super::super::max_pool_simd::MAX_LEVEL;
+        for level in (0..=super::super::simd::level()).rev() {
+            MAX_LEVEL.store(level, std::sync::atomic::Ordering::Relaxed);
+            max_pool_2x2_cases();
+        }
+        MAX_LEVEL.store(2, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn max_pool_2x2_cases() {
         // values with ties and NaNs: the 2x2/stride-2 path must give the sequential
         // scan's answer (first maximum, first NaN), values and indices
         let vals = [
@@ -349,6 +359,9 @@ mod tests {
         // overlapping step) and 7; 3 (scalar); odd heights leave a row outside every window
         for (h, w) in [
             (4, 26),
+            (2, 64),
+            (2, 36),
+            (4, 2),
             (2, 16),
             (6, 35),
             (6, 8),

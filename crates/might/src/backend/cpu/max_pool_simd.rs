@@ -1,4 +1,5 @@
-//! The 2x2, stride-2 max pool of f32 rows with AVX2: eight outputs per step.
+//! The 2x2, stride-2 max pool of f32 planes with AVX-512 (sixteen outputs per step, the last
+//! one masked) or AVX2 (eight per step, the last one overlapping).
 //!
 //! Why by hand: the pool after each conv of a small CNN was ~15 % of its training step in the
 //! scalar loop (four compares, NaN tests and an index per output, ~12 cycles), and LLVM does
@@ -8,32 +9,52 @@
 
 /// Pool one `[H, W]` plane `xp` into `vp` (`[OH, OW]`, `2 * OH <= H`, `2 * OW <= W`) and the
 /// plane-relative indices `ip`. Returns false, touching nothing, when this CPU or shape has no
-/// vector path (fewer than 4 outputs a row, no AVX2, indices beyond i32). Rows of 4 to 7
-/// outputs (the second pool of an MNIST CNN: 11 or 14 wide) take a four-lane version of the
-/// same steps. One call per plane, not per row: at 13 outputs a row the call and its checks
-/// cost as much as the pooling.
+/// vector path (no AVX2; with AVX2 only, fewer than 4 outputs a row; indices beyond i32).
+/// With AVX2 only, rows of 4 to 7 outputs (the second pool of an MNIST CNN: 11 or 14 wide)
+/// take a four-lane version of the same steps. One call per plane, not per row: at 13 outputs
+/// a row the call and its checks cost as much as the pooling.
 pub fn plane_f32(xp: &[f32], w: usize, vp: &mut [f32], ip: &mut [i64], ow: usize) -> bool {
     let oh = vp.len().checked_div(ow).unwrap_or(0);
-    let fits = ow >= 4
+    let fits = ow >= 1
         && vp.len() == oh * ow
         && ip.len() == vp.len()
         && 2 * ow <= w
         && xp.len() >= 2 * oh * w
         && xp.len() < i32::MAX as usize;
-    if !fits || !super::simd::has_avx2() {
+    let level = level();
+    if !fits || level == 0 || (level == 1 && ow < 4) {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: AVX2 is present (checked above); every row pair `2oy, 2oy + 1` lies in `xp`
-        // (`2 * oh * w <= xp.len()`) and holds `2 * ow <= w` elements, each output row has `ow`
-        // slots in `vp` and `ip`, and indices stay below `xp.len() < i32::MAX`: the contract
-        // of `row` (8 or more outputs) and `row4` (4 or more).
-        unsafe { imp::plane(xp, w, vp, ip, ow) };
+        // SAFETY: the CPU has AVX-512F (level 2) or AVX2 (level 1, with `ow >= 4`); every row
+        // pair `2oy, 2oy + 1` lies in `xp` (`2 * oh * w <= xp.len()`) and holds `2 * ow <= w`
+        // elements, each output row has `ow` slots in `vp` and `ip`, and indices stay below
+        // `xp.len() < i32::MAX`: the contract of `plane512` and of `plane` (`row` for 8 or
+        // more outputs, `row4` for 4 or more).
+        unsafe {
+            if level >= 2 {
+                imp::plane512(xp, w, vp, ip, ow)
+            } else {
+                imp::plane(xp, w, vp, ip, ow)
+            }
+        };
         true
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Lowered by tests to run the AVX2 build on a machine that has AVX-512.
+#[cfg(test)]
+pub(super) static MAX_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
+
+/// The build to run: [`super::simd::level`], capped in tests.
+fn level() -> u8 {
+    let l = super::simd::level();
+    #[cfg(test)]
+    let l = l.min(MAX_LEVEL.load(std::sync::atomic::Ordering::Relaxed));
+    l
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -81,7 +102,82 @@ mod imp {
         }
     }
 
-    /// Every row pair of a plane (see [`super::plane_f32`], which checks the contract).
+    /// The scan's step on sixteen lanes: where `y > x`, or `y` is NaN and `x` is not, `(y, iy)`
+    /// replaces `(x, ix)`.
+    #[inline(always)]
+    unsafe fn pick16(x: __m512, ix: __m512i, y: __m512, iy: __m512i) -> (__m512, __m512i) {
+        // SAFETY: register-only AVX-512F operations; the caller runs with AVX-512F enabled.
+        unsafe {
+            let gt = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, x);
+            let y_nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(y, y);
+            let x_num = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(x, x);
+            let take = gt | (y_nan & x_num);
+            (
+                _mm512_mask_blend_ps(take, x, y),
+                _mm512_mask_blend_epi32(take, ix, iy),
+            )
+        }
+    }
+
+    /// Every row pair of a plane with AVX-512: sixteen outputs per step from 32 inputs of each
+    /// row, split into even and odd columns by one two-register permute; the last step of a
+    /// row loads and stores under a mask (rows of 13 or 5 outputs take one step).
+    ///
+    /// # Safety
+    /// AVX-512F must be available; the contract of [`super::plane_f32`] holds.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn plane512(xp: &[f32], w: usize, vp: &mut [f32], ip: &mut [i64], ow: usize) {
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        let one = _mm512_set1_epi32(1);
+        let down = _mm512_set1_epi32(w as i32);
+        let mask = |n: usize| -> __mmask16 { ((1u32 << n.min(16)) - 1) as __mmask16 };
+        for oy in 0..vp.len() / ow {
+            let first = 2 * oy * w;
+            let mut ox = 0;
+            while ox < ow {
+                let n = (ow - ox).min(16);
+                let (lo, hi) = (mask(2 * n), mask((2 * n).saturating_sub(16)));
+                // SAFETY: the masked loads read r0/r1[2ox .. 2ox + 2n] with 2ox + 2n <= 2 * ow
+                // <= w, inside rows 2oy and 2oy + 1 of `xp` (masked-off lanes are neither read
+                // nor faulted on, so the pointers to them are formed with `wrapping_add`); the
+                // masked stores write vp/ip[oy * ow + ox ..][..n] with ox + n <= ow.
+                unsafe {
+                    let p0 = xp.as_ptr().add(first + 2 * ox);
+                    let p1 = p0.add(w);
+                    let (l0, h0) = (
+                        _mm512_maskz_loadu_ps(lo, p0),
+                        _mm512_maskz_loadu_ps(hi, p0.wrapping_add(16)),
+                    );
+                    let (l1, h1) = (
+                        _mm512_maskz_loadu_ps(lo, p1),
+                        _mm512_maskz_loadu_ps(hi, p1.wrapping_add(16)),
+                    );
+                    let a = _mm512_permutex2var_ps(l0, even, h0);
+                    let b = _mm512_permutex2var_ps(l0, odd, h0);
+                    let c = _mm512_permutex2var_ps(l1, even, h1);
+                    let d = _mm512_permutex2var_ps(l1, odd, h1);
+                    let ia = _mm512_add_epi32(_mm512_set1_epi32((first + 2 * ox) as i32), even);
+                    let ic = _mm512_add_epi32(ia, down);
+                    let (v, i) = pick16(a, ia, b, _mm512_add_epi32(ia, one));
+                    let (v, i) = pick16(v, i, c, ic);
+                    let (v, i) = pick16(v, i, d, _mm512_add_epi32(ic, one));
+                    let at = oy * ow + ox;
+                    let m = mask(n);
+                    _mm512_mask_storeu_ps(vp.as_mut_ptr().add(at), m, v);
+                    let q = ip.as_mut_ptr().add(at);
+                    let lo8 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(i));
+                    let hi8 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(i));
+                    _mm512_mask_storeu_epi64(q, m as __mmask8, lo8);
+                    _mm512_mask_storeu_epi64(q.wrapping_add(8), (m >> 8) as __mmask8, hi8);
+                }
+                ox += 16;
+            }
+        }
+    }
+
+    /// Every row pair of a plane with AVX2 (see [`super::plane_f32`], which checks the
+    /// contract).
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn plane(xp: &[f32], w: usize, vp: &mut [f32], ip: &mut [i64], ow: usize) {
         for (oy, (vrow, irow)) in vp
