@@ -22,6 +22,8 @@ use super::rows::row_sum;
 use super::threads;
 use gemm::Parallelism;
 use std::ops::AddAssign;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Float types the conv/pool kernels run on (f32, f64).
 pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug {
@@ -315,7 +317,12 @@ pub fn conv2d_forward<T: ConvFloat>(
             }
         })
     };
-    let per = samples_per_task(g);
+    // the direct path hands out single samples (the team gives each thread blocks of them
+    // as it comes free); the GEMM path wants runs of samples for larger products
+    let per = match plan {
+        Some(_) if samples_per_task(g) < g.n => 1,
+        _ => samples_per_task(g),
+    };
     if per >= g.n {
         run(x, &mut out);
     } else {
@@ -328,6 +335,81 @@ pub fn conv2d_forward<T: ConvFloat>(
         out.iter_mut().for_each(|v| *v = relu_of(*v));
     }
     out
+}
+
+/// [`conv2d_backward`] on the direct kernels. Each thread claims samples one at a time as it
+/// comes free and keeps its own weight- and bias-gradient sums (in lane partials, summed once
+/// at its end), added together when all are done. With one fixed run of samples per thread,
+/// a thread that lost its core for a while held up the other for the rest of its run (a
+/// third of a 2-thread small-CNN step was spent waiting so).
+#[allow(clippy::too_many_arguments)]
+fn direct_backward<T: ConvFloat>(
+    plan: &Plan<T>,
+    x: &[T],
+    gy: &[T],
+    relu_y: Option<&[T]>,
+    g: &ConvGeom,
+    gx: Option<&mut [T]>,
+    need_w: bool,
+    need_b: bool,
+) -> (Vec<T>, Vec<T>) {
+    let (p, klen, og, chw, ohw) = (g.p(), g.klen(), g.og(), g.c * g.hw(), g.o * g.p());
+    let cghw = g.cg() * g.hw();
+    let (wlen, blen) = (
+        if need_w { g.o * klen } else { 0 },
+        if need_b { g.o } else { 0 },
+    );
+    // each sample's input gradient, locked by the thread that claimed it
+    let slots: Option<Vec<Mutex<&mut [T]>>> =
+        gx.map(|gx| gx.chunks_mut(chw.max(1)).map(Mutex::new).collect());
+    let next = AtomicUsize::new(0);
+    let task = |_: usize| -> (Vec<T>, Vec<T>) {
+        let (mut gw, mut gb) = (vec![T::zero(); wlen], vec![T::zero(); blen]);
+        let lanes = wlen * LANES;
+        T::with_scratch(plan.backward_scratch() + lanes, |buf| {
+            let (gwl, buf) = buf.split_at_mut(lanes);
+            gwl.fill(T::zero());
+            loop {
+                let s = next.fetch_add(1, Ordering::Relaxed);
+                if s >= g.n {
+                    break;
+                }
+                let mut gxs = slots
+                    .as_ref()
+                    .map(|v| v[s].lock().unwrap_or_else(|e| e.into_inner()));
+                let (xs, gys) = (&x[s * chw..(s + 1) * chw], &gy[s * ohw..(s + 1) * ohw]);
+                let ys = relu_y.map(|y| &y[s * ohw..(s + 1) * ohw]);
+                for grp in 0..g.groups {
+                    let at = grp * og * klen * LANES;
+                    let grads = Grads {
+                        gx: gxs
+                            .as_deref_mut()
+                            .map(|gx| &mut gx[grp * cghw..(grp + 1) * cghw]),
+                        gw: need_w.then(|| &mut gwl[at..at + og * klen * LANES]),
+                        gb: need_b.then(|| &mut gb[grp * og..(grp + 1) * og]),
+                    };
+                    let (xg, gyg) = (&xs[grp * cghw..][..cghw], &gys[grp * og * p..][..og * p]);
+                    let yg = ys.map(|y| &y[grp * og * p..][..og * p]);
+                    plan.backward(grp, (xg, gyg, yg), grads, buf);
+                }
+            }
+            add_lanes(gwl, &mut gw);
+        });
+        (gw, gb)
+    };
+    let nt = threads::get_num_threads();
+    let parts = if nt > 1 && g.n > 1 && g.work() >= CONV_PAR_WORK {
+        threads::map(nt.min(g.n), task)
+    } else {
+        vec![task(0)]
+    };
+    let mut it = parts.into_iter();
+    let (mut gw, mut gb) = it.next().expect("at least one task");
+    for (w, b) in it {
+        gw.iter_mut().zip(&w).for_each(|(a, &v)| *a += v);
+        gb.iter_mut().zip(&b).for_each(|(a, &v)| *a += v);
+    }
+    (gw, gb)
 }
 
 /// What [`conv2d_backward`] returns: the gradients of input, weight and bias, each when asked.
@@ -387,35 +469,16 @@ pub fn conv2d_backward<T: ConvFloat>(
         _ => gy,
     };
     let relu_y = relu_y.filter(|_| plan.is_some());
+    if let Some(plan) = &plan {
+        let mut gx = need_x.then(|| super::pool::output::<T>(g.n * chw));
+        let acc = direct_backward(plan, x, gy, relu_y, g, gx.as_deref_mut(), need_w, need_b);
+        let (gw, gb) = (need_w.then(|| acc.0), need_b.then(|| acc.1));
+        return (gx, gw, gb);
+    }
     // One run of `count` samples starting at sample `s0`: writes its part of grad_input into
     // `gx` (the run's own slice) and adds its part of grad_weight/grad_bias into `part`.
     let run = |s0: usize, count: usize, mut gx: Option<&mut [T]>, part: &mut [T]| {
         let (gw, gb) = part.split_at_mut(wlen);
-        if let Some(plan) = &plan {
-            // the weight gradient in lane partials, summed into `gw` at the end of the run
-            let lanes = if need_w { wlen * LANES } else { 0 };
-            return T::with_scratch(plan.backward_scratch() + lanes, |buf| {
-                let (gwl, buf) = buf.split_at_mut(lanes);
-                gwl.fill(T::zero());
-                for s in s0..s0 + count {
-                    let (xs, gys) = (&x[s * chw..(s + 1) * chw], &gy[s * ohw..(s + 1) * ohw]);
-                    let ys = relu_y.map(|y| &y[s * ohw..(s + 1) * ohw]);
-                    for grp in 0..g.groups {
-                        let base = (s - s0) * chw + grp * cghw;
-                        let at = grp * og * klen * LANES;
-                        let grads = Grads {
-                            gx: gx.as_deref_mut().map(|gx| &mut gx[base..base + cghw]),
-                            gw: need_w.then(|| &mut gwl[at..at + og * klen * LANES]),
-                            gb: need_b.then(|| &mut gb[grp * og..(grp + 1) * og]),
-                        };
-                        let (xg, gyg) = (&xs[grp * cghw..][..cghw], &gys[grp * og * p..][..og * p]);
-                        let yg = ys.map(|y| &y[grp * og * p..][..og * p]);
-                        plan.backward(grp, (xg, gyg, yg), grads, buf);
-                    }
-                }
-                add_lanes(gwl, gw);
-            });
-        }
         let nb = chunk_samples(g, count);
         let col_len = klen * nb * p;
         let gyt_len = if nb > 1 { g.o * nb * p } else { 0 };
@@ -474,11 +537,8 @@ pub fn conv2d_backward<T: ConvFloat>(
     };
 
     let per = samples_per_task(g);
-    // the direct kernels write every input-gradient element; col2im accumulates
-    let mut gx = need_x.then(|| match plan {
-        Some(_) => super::pool::output::<T>(g.n * chw),
-        None => super::pool::zeroed::<T>(g.n * chw),
-    });
+    // col2im accumulates
+    let mut gx = need_x.then(|| super::pool::zeroed::<T>(g.n * chw));
     let ntasks = g.n.div_ceil(per.max(1));
     let partials: Vec<Vec<T>> = if ntasks <= 1 {
         let mut part = vec![T::zero(); wlen + blen];
