@@ -472,7 +472,7 @@ pub fn conv2d_backward<T: ConvFloat>(
     if let Some(plan) = &plan {
         let mut gx = need_x.then(|| super::pool::output::<T>(g.n * chw));
         let acc = direct_backward(plan, x, gy, relu_y, g, gx.as_deref_mut(), need_w, need_b);
-        let (gw, gb) = (need_w.then(|| acc.0), need_b.then(|| acc.1));
+        let (gw, gb) = (need_w.then_some(acc.0), need_b.then_some(acc.1));
         return (gx, gw, gb);
     }
     // One run of `count` samples starting at sample `s0`: writes its part of grad_input into
