@@ -190,39 +190,49 @@ pub fn batch_norm(
     let mut bshape = vec![1usize; x.rank()];
     bshape[1] = c;
     let chan = |t: &Tensor| -> Result<Tensor> { t.to_dtype(x.dtype())?.reshape(bshape.clone()) };
+    if let (false, Some(rm), Some(rv)) = (training, running_mean, running_var) {
+        // evaluation: fold the statistics and the affine into one per-channel scale and
+        // shift, then two passes over `x` instead of four
+        let mut scale = rv.to_dtype(x.dtype())?.add_scalar(eps)?.rsqrt()?;
+        if let Some(w) = weight {
+            scale = scale.mul(&w.to_dtype(x.dtype())?)?;
+        }
+        let mut shift = rm.to_dtype(x.dtype())?.mul(&scale)?.neg()?;
+        if let Some(b) = bias {
+            shift = shift.add(&b.to_dtype(x.dtype())?)?;
+        }
+        return x
+            .mul(&scale.reshape(bshape.clone())?)?
+            .add(&shift.reshape(bshape)?);
+    }
     let dims: Vec<isize> = (0..x.rank() as isize).filter(|&d| d != 1).collect();
     let count = x.numel() / c.max(1);
-    let y = match (training, running_mean, running_var) {
-        (false, Some(rm), Some(rv)) => x
-            .sub(&chan(rm)?)?
-            .mul(&chan(rv)?.add_scalar(eps)?.rsqrt()?)?,
-        _ => {
-            if count <= 1 {
-                return Err(Error::invalid(
-                    "batch_norm",
-                    format!(
-                        "expected more than 1 value per channel when training, got input {}",
-                        x.shape()
-                    ),
-                ));
-            }
-            let mean = x.mean_dims(&dims, true)?;
-            let var = x.var_dims(&dims, 0, true)?;
-            if training {
-                let _g = no_grad();
-                let unbias = count as f64 / (count as f64 - 1.0);
-                if let Some(rm) = running_mean {
-                    let m = mean.detach().reshape([c])?.to_dtype(rm.dtype())?;
-                    rm.affine_(1.0 - momentum, 0.0)?.add_scaled_(&m, momentum)?;
-                }
-                if let Some(rv) = running_var {
-                    let v = var.detach().reshape([c])?.to_dtype(rv.dtype())?;
-                    rv.affine_(1.0 - momentum, 0.0)?
-                        .add_scaled_(&v, momentum * unbias)?;
-                }
-            }
-            x.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?
+    let y = {
+        if count <= 1 {
+            return Err(Error::invalid(
+                "batch_norm",
+                format!(
+                    "expected more than 1 value per channel when training, got input {}",
+                    x.shape()
+                ),
+            ));
         }
+        let mean = x.mean_dims(&dims, true)?;
+        let var = x.var_dims(&dims, 0, true)?;
+        if training {
+            let _g = no_grad();
+            let unbias = count as f64 / (count as f64 - 1.0);
+            if let Some(rm) = running_mean {
+                let m = mean.detach().reshape([c])?.to_dtype(rm.dtype())?;
+                rm.affine_(1.0 - momentum, 0.0)?.add_scaled_(&m, momentum)?;
+            }
+            if let Some(rv) = running_var {
+                let v = var.detach().reshape([c])?.to_dtype(rv.dtype())?;
+                rv.affine_(1.0 - momentum, 0.0)?
+                    .add_scaled_(&v, momentum * unbias)?;
+            }
+        }
+        x.sub(&mean)?.mul(&var.add_scalar(eps)?.rsqrt()?)?
     };
     let y = match weight {
         Some(w) => y.mul(&chan(w)?)?,
