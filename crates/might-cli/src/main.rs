@@ -126,10 +126,10 @@ pub struct TrainArgs {
     /// Use only the first N training samples (quick experiments).
     #[arg(long)]
     pub limit: Option<usize>,
-    /// Batches built ahead on a background thread (0: on the training thread). Default: 0 for
-    /// MNIST and Fashion-MNIST, whose batches are a copy out of memory (a loader thread would
-    /// only take a core from the kernels), 8 for CIFAR-10 and image folders, whose batches
-    /// are augmented or decoded.
+    /// Batches built ahead on a background thread (0: on the training thread). Default: 8,
+    /// except 0 for MNIST and Fashion-MNIST when the kernel threads use every core (their
+    /// batches are a copy out of memory, and a loader thread would take a core from the
+    /// kernels).
     #[arg(long)]
     pub prefetch: Option<usize>,
     /// Feed MNIST/Fashion-MNIST pixels as plain [0, 1] values instead of standardising them
