@@ -458,23 +458,22 @@ pub fn conv2d_backward<T: ConvFloat>(
     if let Some(y) = relu_y {
         assert_eq!(y.len(), gy.len(), "conv2d_backward: ReLU output size");
     }
-    // the direct kernels apply the ReLU's mask as they read `gy`; the GEMM path reads a
-    // masked copy
-    let masked: Vec<T>;
-    let gy = match relu_y {
-        Some(y) if plan.is_none() => {
-            masked = gy.iter().zip(y).map(|(&g, &y)| relu_grad(g, y)).collect();
-            &masked[..]
-        }
-        _ => gy,
-    };
-    let relu_y = relu_y.filter(|_| plan.is_some());
     if let Some(plan) = &plan {
+        // the direct kernels apply the ReLU's mask as they read `gy`
         let mut gx = need_x.then(|| super::pool::output::<T>(g.n * chw));
         let acc = direct_backward(plan, x, gy, relu_y, g, gx.as_deref_mut(), need_w, need_b);
         let (gw, gb) = (need_w.then_some(acc.0), need_b.then_some(acc.1));
         return (gx, gw, gb);
     }
+    // the GEMM path reads a masked copy
+    let masked: Vec<T>;
+    let gy = match relu_y {
+        Some(y) => {
+            masked = gy.iter().zip(y).map(|(&g, &y)| relu_grad(g, y)).collect();
+            &masked[..]
+        }
+        None => gy,
+    };
     // One run of `count` samples starting at sample `s0`: writes its part of grad_input into
     // `gx` (the run's own slice) and adds its part of grad_weight/grad_bias into `part`.
     let run = |s0: usize, count: usize, mut gx: Option<&mut [T]>, part: &mut [T]| {
