@@ -2,7 +2,7 @@
 //! or sliced operands are multiplied in place, never copied.
 
 use super::strided::RowPlan;
-use super::threads;
+use super::{sgemm, threads};
 use crate::Layout;
 use gemm::Parallelism;
 use half::f16;
@@ -64,7 +64,8 @@ fn gemm_one<T: GemmDType>(
     // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (AVX2 gemm 0.18: m = 16 / 64
     // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
     // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
-    if m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
+    if !own_kernel::<T>((m, n, k), a, b) && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1
+    {
         let mut t = vec![T::ZERO; m * n];
         let wa = Operand {
             off: b.off,
@@ -124,6 +125,13 @@ fn gemm_one<T: GemmDType>(
     super::team::run(threads, len.div_ceil(step), &run);
 }
 
+/// Whether this block of a product runs on our AVX-512 dot kernel ([`sgemm::dot`]) rather
+/// than the `gemm` crate: f32, and the layout and sizes [`sgemm::suits`] names.
+fn own_kernel<T: 'static>((m, n, k): (usize, usize, usize), a: Operand, b: Operand) -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+        && sgemm::suits(m, n, k, (a.rs, a.cs), (b.rs, b.cs))
+}
+
 /// One product as raw parts, so disjoint blocks of the output can run on different threads.
 struct Tile<T> {
     dst: *mut T,
@@ -149,6 +157,32 @@ impl<T: GemmDType> Tile<T> {
     /// may touch that block of `dst` meanwhile.
     unsafe fn run(&self, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
         let (a, b) = (self.a, self.b);
+        if own_kernel::<T>((rows.len(), cols.len(), self.k), a, b) {
+            let f = |p: *const T| p as *const f32;
+            // SAFETY: `T` is f32 and `suits` holds (`own_kernel`); the block's elements are
+            // the ones `gemm` would touch below (caller's contract).
+            unsafe {
+                sgemm::dot(
+                    (rows.len(), cols.len(), self.k),
+                    sgemm::View {
+                        ptr: self.dst.add(rows.start * self.ldd + cols.start) as *mut f32,
+                        rs: self.ldd,
+                        cs: 1,
+                    },
+                    sgemm::View {
+                        ptr: f(self.lhs.add(a.off + rows.start * a.rs)),
+                        rs: a.rs,
+                        cs: a.cs,
+                    },
+                    sgemm::View {
+                        ptr: f(self.rhs.add(b.off + cols.start * b.cs)),
+                        rs: b.rs,
+                        cs: b.cs,
+                    },
+                );
+            }
+            return;
+        }
         // SAFETY: caller's contract; gemm reads lhs/rhs through (rs, cs) within the checked
         // bounds and writes only dst[rows, cols] (row stride `ldd`, column stride 1).
         unsafe {

@@ -11,6 +11,7 @@ pub mod pool;
 pub mod pooling;
 pub mod reduce;
 pub mod rows;
+pub mod sgemm;
 pub mod simd;
 pub mod strided;
 pub mod team;
