@@ -25,57 +25,50 @@ pub(crate) fn exp_sum<T: Float + FloatExt>(r: &[T], m: T) -> T {
     s
 }
 
-/// Run `f` on each row of `n` elements (rows in parallel when large), the rows of one task
-/// inside [`simd::run`].
-fn rows_mut<T: Send>(out: &mut [T], n: usize, f: impl Fn(&mut [T]) + Sync + Send) {
+/// softmax / log_softmax of the rows of `n` elements of `x`, into a new buffer: max, then the
+/// exponentials written straight to the output (no copy of the input first), then normalise.
+fn softmax_rows<T: Float + FloatExt + Send + Sync + Default + 'static>(
+    x: &[T],
+    n: usize,
+    log: bool,
+) -> Vec<T> {
+    // every element is written below
+    let mut out = pool::output::<T>(x.len());
     if n == 0 || out.is_empty() {
-        return;
+        return out;
     }
     let block = n * 4096usize.div_ceil(n);
-    let run = |o: &mut [T]| {
+    let run = |start: usize, o: &mut [T]| {
         simd::run(
             #[inline(always)]
             || {
-                // a plain loop with a direct call: `for_each(&f)` would go through the
-                // `&F: FnMut` forwarder, which LLVM does not inline into the AVX2 function
-                for r in o.chunks_mut(n) {
-                    f(r)
+                let xs = &x[start..start + o.len()];
+                for (r, xr) in o.chunks_mut(n).zip(xs.chunks(n)) {
+                    let m = row_max(xr);
+                    let m = if m.is_finite() { m } else { T::zero() };
+                    if log {
+                        let ls = exp_sum(xr, m).ln();
+                        for (y, &v) in r.iter_mut().zip(xr) {
+                            *y = (v - m) - ls;
+                        }
+                    } else {
+                        for (y, &v) in r.iter_mut().zip(xr) {
+                            *y = (v - m).exp_();
+                        }
+                        let inv = T::one() / row_sum(r, |e| e);
+                        for y in r.iter_mut() {
+                            *y = *y * inv;
+                        }
+                    }
                 }
             },
         )
     };
     if threads::parallel(out.len()) {
-        threads::for_each_chunk(out, block, |_, o| run(o));
+        threads::for_each_chunk(&mut out, block, |i, o| run(i * block, o));
     } else {
-        run(out);
+        run(0, &mut out);
     }
-}
-
-/// softmax / log_softmax of rows of `n` in place: max, then the exponentials, then normalise.
-fn softmax_rows<T: Float + FloatExt + Send + Sync>(mut out: Vec<T>, n: usize, log: bool) -> Vec<T> {
-    rows_mut(
-        &mut out,
-        n,
-        #[inline(always)]
-        |r| {
-            let m = row_max(r);
-            let m = if m.is_finite() { m } else { T::zero() };
-            if log {
-                let ls = exp_sum(r, m).ln();
-                for x in r.iter_mut() {
-                    *x = (*x - m) - ls;
-                }
-            } else {
-                for x in r.iter_mut() {
-                    *x = (*x - m).exp_();
-                }
-                let inv = T::one() / row_sum(r, |e| e);
-                for x in r.iter_mut() {
-                    *x = *x * inv;
-                }
-            }
-        },
-    );
     out
 }
 
@@ -152,12 +145,12 @@ impl Tensor {
         let s = x.storage();
         let out = match s.cpu() {
             S::F32(v) => S::F32(softmax_rows(
-                pool::copied(&v[x.storage_offset()..x.storage_offset() + x.numel()]),
+                &v[x.storage_offset()..x.storage_offset() + x.numel()],
                 n,
                 log,
             )),
             S::F64(v) => S::F64(softmax_rows(
-                pool::copied(&v[x.storage_offset()..x.storage_offset() + x.numel()]),
+                &v[x.storage_offset()..x.storage_offset() + x.numel()],
                 n,
                 log,
             )),

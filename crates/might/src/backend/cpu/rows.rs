@@ -5,8 +5,10 @@
 use num_traits::Float;
 
 /// Independent accumulators in the row reductions: a fixed-width array the compiler keeps in
-/// one vector register, where a single running `f32` sum could not be vectorised.
-const LANES: usize = 8;
+/// vector registers, where a single running `f32` sum could not be vectorised. 32 = two
+/// AVX-512 or four AVX2 registers, so consecutive adds do not wait on each other's latency
+/// (8, one AVX2 register, made softmax over rows of 1024 ~5 % slower).
+const LANES: usize = 32;
 
 /// Largest element of a row, ignoring NaN (a NaN still poisons the row through `exp`).
 #[inline(always)]
