@@ -94,7 +94,8 @@ fn gemm_one<T: GemmDType>(
         b,
         k,
     };
-    if threads >= 2 && k >= 512 && m * n <= 128 * k {
+    // (not where the dot kernel takes the whole product: it needs the whole inner dimension)
+    if threads >= 2 && k >= 512 && m * n <= 128 * k && !own_kernel::<T>((m, n, k), a, b) {
         return split_inner(&tile, (m, n, k), dst, threads);
     }
     let parts = threads.min(if n >= m {
