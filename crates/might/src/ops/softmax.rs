@@ -25,6 +25,37 @@ pub(crate) fn exp_sum<T: Float + FloatExt>(r: &[T], m: T) -> T {
     s
 }
 
+/// `f(out_row, other_row)` for each pair of `n`-element rows of `out` and `other` (rows in
+/// parallel when large), the rows of one task inside [`simd::run`].
+fn paired_rows<T: Send + Sync>(
+    out: &mut [T],
+    other: &[T],
+    n: usize,
+    f: impl Fn(&mut [T], &[T]) + Sync,
+) {
+    if n == 0 || out.is_empty() {
+        return;
+    }
+    let block = n * 4096usize.div_ceil(n);
+    let run = |start: usize, o: &mut [T]| {
+        simd::run(
+            #[inline(always)]
+            || {
+                let ob = &other[start..start + o.len()];
+                // a plain loop with a direct call, so `f` inlines into the SIMD build
+                for (r, orow) in o.chunks_mut(n).zip(ob.chunks(n)) {
+                    f(r, orow)
+                }
+            },
+        )
+    };
+    if threads::parallel(out.len()) {
+        threads::for_each_chunk(out, block, |i, o| run(i * block, o));
+    } else {
+        run(0, out);
+    }
+}
+
 /// softmax / log_softmax of the rows of `n` elements of `x`, into a new buffer: max, then the
 /// exponentials written straight to the output (no copy of the input first), then normalise.
 fn softmax_rows<T: Float + FloatExt + Send + Sync + Default + 'static>(
@@ -34,41 +65,30 @@ fn softmax_rows<T: Float + FloatExt + Send + Sync + Default + 'static>(
 ) -> Vec<T> {
     // every element is written below
     let mut out = pool::output::<T>(x.len());
-    if n == 0 || out.is_empty() {
-        return out;
-    }
-    let block = n * 4096usize.div_ceil(n);
-    let run = |start: usize, o: &mut [T]| {
-        simd::run(
-            #[inline(always)]
-            || {
-                let xs = &x[start..start + o.len()];
-                for (r, xr) in o.chunks_mut(n).zip(xs.chunks(n)) {
-                    let m = row_max(xr);
-                    let m = if m.is_finite() { m } else { T::zero() };
-                    if log {
-                        let ls = exp_sum(xr, m).ln();
-                        for (y, &v) in r.iter_mut().zip(xr) {
-                            *y = (v - m) - ls;
-                        }
-                    } else {
-                        for (y, &v) in r.iter_mut().zip(xr) {
-                            *y = (v - m).exp_();
-                        }
-                        let inv = T::one() / row_sum(r, |e| e);
-                        for y in r.iter_mut() {
-                            *y = *y * inv;
-                        }
-                    }
+    paired_rows(
+        &mut out,
+        x,
+        n,
+        #[inline(always)]
+        |r, xr| {
+            let m = row_max(xr);
+            let m = if m.is_finite() { m } else { T::zero() };
+            if log {
+                let ls = exp_sum(xr, m).ln();
+                for (y, &v) in r.iter_mut().zip(xr) {
+                    *y = (v - m) - ls;
                 }
-            },
-        )
-    };
-    if threads::parallel(out.len()) {
-        threads::for_each_chunk(&mut out, block, |i, o| run(i * block, o));
-    } else {
-        run(0, &mut out);
-    }
+            } else {
+                for (y, &v) in r.iter_mut().zip(xr) {
+                    *y = (v - m).exp_();
+                }
+                let inv = T::one() / row_sum(r, |e| e);
+                for y in r.iter_mut() {
+                    *y = *y * inv;
+                }
+            }
+        },
+    );
     out
 }
 
@@ -79,45 +99,28 @@ fn softmax_back_rows<T: Float + FloatExt + Send + Sync>(
     n: usize,
     log: bool,
 ) -> Vec<T> {
-    if n == 0 || out.is_empty() {
-        return out;
-    }
-    /// One row: `r` holds the incoming gradient and becomes the input gradient.
-    #[inline(always)]
-    fn row<T: Float + FloatExt>(r: &mut [T], yr: &[T], log: bool) {
-        if log {
-            // dx = g - exp(y) * sum(g)
-            let s = row_sum(r, |v| v);
-            for (x, &yv) in r.iter_mut().zip(yr) {
-                *x = *x - yv.exp_() * s;
-            }
-        } else {
-            // dx = y * (g - sum(g * y))
-            let s = row_dot(r, yr);
-            for (x, &yv) in r.iter_mut().zip(yr) {
-                *x = yv * (*x - s);
-            }
-        }
-    }
-    let block = n * 4096usize.div_ceil(n);
-    let run = |(o, yb): (&mut [T], &[T])| {
-        simd::run(
-            #[inline(always)]
-            || {
-                for (r, yr) in o.chunks_mut(n).zip(yb.chunks(n)) {
-                    row(r, yr, log)
+    // each row of `out` holds the incoming gradient and becomes the input gradient
+    paired_rows(
+        &mut out,
+        y,
+        n,
+        #[inline(always)]
+        |r, yr| {
+            if log {
+                // dx = g - exp(y) * sum(g)
+                let s = row_sum(r, |v| v);
+                for (x, &yv) in r.iter_mut().zip(yr) {
+                    *x = *x - yv.exp_() * s;
                 }
-            },
-        )
-    };
-    if threads::parallel(out.len()) {
-        threads::for_each_chunk(&mut out, block, |i, o| {
-            let (start, len) = (i * block, o.len());
-            run((o, &y[start..start + len]))
-        });
-    } else {
-        run((&mut out, y));
-    }
+            } else {
+                // dx = y * (g - sum(g * y))
+                let s = row_dot(r, yr);
+                for (x, &yv) in r.iter_mut().zip(yr) {
+                    *x = yv * (*x - s);
+                }
+            }
+        },
+    );
     out
 }
 

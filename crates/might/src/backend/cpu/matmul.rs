@@ -64,8 +64,8 @@ fn gemm_one<T: GemmDType>(
     // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (AVX2 gemm 0.18: m = 16 / 64
     // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
     // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
-    if !own_kernel::<T>((m, n, k), a, b) && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1
-    {
+    let own = own_kernel::<T>((m, n, k), a, b);
+    if !own && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
         let mut t = vec![T::ZERO; m * n];
         let wa = Operand {
             off: b.off,
@@ -95,7 +95,7 @@ fn gemm_one<T: GemmDType>(
         k,
     };
     // (not where the dot kernel takes the whole product: it needs the whole inner dimension)
-    if threads >= 2 && k >= 512 && m * n <= 128 * k && !own_kernel::<T>((m, n, k), a, b) {
+    if threads >= 2 && k >= 512 && m * n <= 128 * k && !own {
         return split_inner(&tile, (m, n, k), dst, threads);
     }
     let parts = threads.min(if n >= m {
@@ -355,11 +355,18 @@ fn threads_for(work: usize, nthreads: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use crate::{DType, Tensor};
 
-    /// `a @ b` in f64 by the definition.
-    fn reference(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
+    /// `len` test values `((i * mul) % modulo - modulo / 2) / scale`: small, varied, exact.
+    pub(crate) fn pattern(len: usize, mul: usize, modulo: usize, scale: f32) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * mul % modulo) as f32 - (modulo / 2) as f32) / scale)
+            .collect()
+    }
+
+    /// `a @ b` in f64 by the definition (`a: [m, k]`, `b: [k, n]`, both row-major).
+    pub(crate) fn reference(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize)) -> Vec<f64> {
         let mut c = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
@@ -378,12 +385,8 @@ mod tests {
     fn inner_split_matches_reference() {
         let before = crate::get_num_threads();
         for &(m, n, k) in &[(20, 30, 601), (3, 70, 1024), (65, 128, 515)] {
-            let av: Vec<f32> = (0..m * k)
-                .map(|i| ((i * 7 % 23) as f32 - 11.0) / 8.0)
-                .collect();
-            let bv: Vec<f32> = (0..k * n)
-                .map(|i| ((i * 5 % 19) as f32 - 9.0) / 8.0)
-                .collect();
+            let av = pattern(m * k, 7, 23, 8.0);
+            let bv = pattern(k * n, 5, 19, 8.0);
             let want = reference(&av, &bv, (m, n, k));
             let a = Tensor::from_vec(av.clone(), [m, k]).unwrap();
             let b = Tensor::from_vec(bv.clone(), [k, n]).unwrap();
@@ -402,6 +405,33 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+        crate::set_num_threads(before);
+    }
+
+    /// Through `Tensor::matmul` (the linear-layer layout `x @ Wᵀ`), on one thread and split
+    /// across two (each thread runs the AVX-512 dot kernel, `sgemm`, on a block of columns), against f64.
+    #[test]
+    fn matmul_of_a_transposed_weight() {
+        let (m, n, k) = (33, 70, 600);
+        let xv = pattern(m * k, 7, 19, 16.0);
+        let wv = pattern(n * k, 3, 17, 8.0);
+        let wt: Vec<f32> = (0..k * n).map(|i| wv[(i % n) * k + i / n]).collect();
+        let want = reference(&xv, &wt, (m, n, k));
+        let x = Tensor::from_vec(xv, [m, k]).unwrap();
+        let w = Tensor::from_vec(wv, [n, k]).unwrap();
+        let before = crate::get_num_threads();
+        for threads in [1, 2] {
+            crate::set_num_threads(threads);
+            let y = x.matmul(&w.t().unwrap()).unwrap();
+            assert_eq!(y.dims(), &[m, n]);
+            let got = y.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                    "{threads}T: {g} vs {w}"
+                );
             }
         }
         crate::set_num_threads(before);

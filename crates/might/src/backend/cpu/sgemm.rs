@@ -167,20 +167,7 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Plain triple loop in f64.
-    fn reference(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
-        let mut c = vec![0.0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                let s: f64 = (0..k)
-                    .map(|p| a[i * k + p] as f64 * b[j * k + p] as f64)
-                    .sum();
-                c[i * n + j] = s as f32;
-            }
-        }
-        c
-    }
+    use crate::backend::cpu::matmul::tests::{pattern, reference};
 
     /// Every block size (rows and columns not multiples of 4), inner dimensions with and
     /// without a masked tail, and an output written with a row stride wider than `n` (the
@@ -198,12 +185,9 @@ mod tests {
             (7, 6, 527),
             (13, 3, 1000),
         ] {
-            let a: Vec<f32> = (0..m * k)
-                .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
-                .collect();
-            let b: Vec<f32> = (0..n * k)
-                .map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0)
-                .collect();
+            let a = pattern(m * k, 7, 13, 8.0);
+            // `b` stored as [n, k]: the kernel reads it as its transpose
+            let b = pattern(n * k, 5, 11, 4.0);
             assert!(suits(m, n, k, (k, 1), (1, k)));
             let ldd = n + 3;
             let mut c = vec![f32::NAN; m * ldd];
@@ -229,7 +213,8 @@ mod tests {
                     },
                 )
             };
-            let want = reference(m, n, k, &a, &b);
+            let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i % n) * k + i / n]).collect();
+            let want = reference(&a, &b_kn, (m, n, k));
             for i in 0..m {
                 for j in 0..ldd {
                     let got = c[i * ldd + j];
@@ -239,7 +224,7 @@ mod tests {
                     }
                     let w = want[i * n + j];
                     assert!(
-                        (got - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
                         "{m}x{n}x{k} [{i}, {j}]: {got} vs {w}"
                     );
                 }
@@ -256,36 +241,5 @@ mod tests {
         assert!(!suits(1024, 512, 784, (784, 1), (1, 784)));
         assert!(!suits(64, 128, 784, (1, 64), (1, 784)));
         assert!(!suits(64, 128, 784, (784, 1), (128, 1)));
-    }
-
-    /// Through `Tensor::matmul` (the linear-layer layout `x @ Wᵀ`), on one thread and split
-    /// across two (each thread runs the kernel on a block of columns), against f64.
-    #[test]
-    fn matmul_of_a_transposed_weight() {
-        use crate::{DType, Tensor};
-        let (m, n, k) = (33, 70, 600);
-        let xv: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 7 % 19) as f32 - 9.0) / 16.0)
-            .collect();
-        let wv: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 3 % 17) as f32 - 8.0) / 8.0)
-            .collect();
-        let want = reference(m, n, k, &xv, &wv);
-        let x = Tensor::from_vec(xv, [m, k]).unwrap();
-        let w = Tensor::from_vec(wv, [n, k]).unwrap();
-        let before = crate::get_num_threads();
-        for threads in [1, 2] {
-            crate::set_num_threads(threads);
-            let y = x.matmul(&w.t().unwrap()).unwrap();
-            assert_eq!(y.dims(), &[m, n]);
-            let got = y.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
-            for (g, w) in got.iter().zip(&want) {
-                assert!(
-                    (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                    "{threads}T: {g} vs {w}"
-                );
-            }
-        }
-        crate::set_num_threads(before);
     }
 }
