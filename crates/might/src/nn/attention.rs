@@ -1,5 +1,6 @@
 //! Scaled dot-product attention and multi-head attention (PyTorch names and mask conventions).
 
+use super::attention_kernels::{self, Dims, Pairs};
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
 use super::layers::{as_param, param};
 use super::{functional, init, prefixed, Linear, Module};
@@ -116,6 +117,178 @@ pub fn causal_softmax(scores: &Tensor, scale: f64, offset: usize) -> Result<Tens
     }
 }
 
+/// `t` itself when its last dim is contiguous (what the fused kernels read), else a copy.
+fn rows_view(t: &Tensor) -> Result<Tensor> {
+    let r = t.rank();
+    if t.strides()[r - 1] == 1 || t.dims()[r - 1] <= 1 {
+        Ok(t.clone())
+    } else {
+        t.contiguous()
+    }
+}
+
+/// Element offsets of each `[rows, cols]` matrix of `t`, the leading dims in row-major order.
+fn pair_offsets(t: &Tensor) -> Vec<usize> {
+    let r = t.rank();
+    let mut offs = vec![t.storage_offset()];
+    for (&n, &st) in t.dims()[..r - 2].iter().zip(&t.strides()[..r - 2]) {
+        offs = offs
+            .iter()
+            .flat_map(|&o| (0..n).map(move |i| o + i * st))
+            .collect();
+    }
+    offs
+}
+
+/// A kernel output laid out `[lead[..r-3], rows, lead[r-3], cols]`, as the logical
+/// `[lead.., rows, cols]` view (a transpose; rank < 4: already in order).
+fn heads_last<T: Real>(buf: Vec<T>, lead: &[usize], rows: usize, cols: usize) -> Result<Tensor> {
+    let r = lead.len() + 2;
+    let mut phys = lead.to_vec();
+    if r >= 4 {
+        phys.insert(r - 3, rows);
+        phys.push(cols);
+        Tensor::from_vec(buf, phys)?.transpose(r as isize - 3, r as isize - 2)
+    } else {
+        phys.extend([rows, cols]);
+        Tensor::from_vec(buf, phys)
+    }
+}
+
+/// Groups of pairs as the kernels lay out their outputs: per group, `per_group` pairs side by
+/// side (the heads of one batch entry, for `[B, H, L, D]` inputs).
+fn grouping(lead: &[usize]) -> (usize, usize) {
+    match lead.len() {
+        n if n >= 2 => (lead[..n - 1].iter().product(), lead[n - 1]),
+        _ => (lead.iter().product(), 1),
+    }
+}
+
+fn slice_of<T: Real>(s: &crate::storage::Storage) -> Result<&[T]> {
+    T::slice(s.cpu()).ok_or_else(|| Error::dtype("attention", format!("expected {}", T::DTYPE)))
+}
+
+fn fused_typed<T: Real>(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    offset: Option<usize>,
+) -> Result<Tensor> {
+    let (q, k, v) = (rows_view(q)?, rows_view(k)?, rows_view(v)?);
+    let r = q.rank();
+    let lead = q.dims()[..r - 2].to_vec();
+    let dm = Dims {
+        l: q.dims()[r - 2],
+        s: k.dims()[r - 2],
+        d: q.dims()[r - 1],
+        dv: v.dims()[r - 1],
+        offset,
+    };
+    let (groups, per_group) = grouping(&lead);
+    let offs = [pair_offsets(&q), pair_offsets(&k), pair_offsets(&v)];
+    let rs = (q.strides()[r - 2], k.strides()[r - 2], v.strides()[r - 2]);
+    let sc = T::f(scale);
+    let (y, p) = {
+        let (qs, ks, vs) = (q.storage(), k.storage(), v.storage());
+        let ops = (
+            slice_of::<T>(&qs)?,
+            slice_of::<T>(&ks)?,
+            slice_of::<T>(&vs)?,
+        );
+        let [oq, ok, ov] = &offs;
+        let at = Pairs {
+            groups,
+            per_group,
+            q: oq,
+            k: ok,
+            v: ov,
+            rs,
+        };
+        attention_kernels::forward(dm, sc, ops, at)
+    };
+    let y = heads_last(y, &lead, dm.l, dm.dv)?;
+    let plen = p.len();
+    let p = Tensor::from_vec(p, [plen])?;
+    let (qd, kd, vd) = (q.detach(), k.detach(), v.detach());
+    Ok(y.record(
+        "ScaledDotProductAttentionBackward",
+        &[&q, &k, &v],
+        move || {
+            Box::new(move |g: &Tensor| {
+                let g = rows_view(g)?;
+                let g_offs = pair_offsets(&g);
+                let (gq, gk, gv) = {
+                    let (qs, ks, vs) = (qd.storage(), kd.storage(), vd.storage());
+                    let (ps, gs) = (p.storage(), g.storage());
+                    let ops = (
+                        slice_of::<T>(&qs)?,
+                        slice_of::<T>(&ks)?,
+                        slice_of::<T>(&vs)?,
+                    );
+                    let [oq, ok, ov] = &offs;
+                    let at = Pairs {
+                        groups,
+                        per_group,
+                        q: oq,
+                        k: ok,
+                        v: ov,
+                        rs,
+                    };
+                    let (pd, gd) = (slice_of::<T>(&ps)?, slice_of::<T>(&gs)?);
+                    let gr = g.strides()[g.rank() - 2];
+                    attention_kernels::backward(dm, sc, ops, at, pd, gd, &g_offs, gr)
+                };
+                Ok(vec![
+                    Some(heads_last(gq, &lead, dm.l, dm.d)?),
+                    Some(heads_last(gk, &lead, dm.s, dm.d)?),
+                    Some(heads_last(gv, &lead, dm.s, dm.dv)?),
+                ])
+            })
+        },
+    ))
+}
+
+/// `softmax(scale · q kᵀ) v` in one fused kernel (forward and backward) for `q: [.., L, E]`,
+/// `k: [.., S, E]`, `v: [.., S, Ev]` with the same leading dims. `causal: Some(offset)` lets
+/// query `i` see keys `0..=i + offset` (see [`causal_softmax`]), `None` all keys. For rank ≥ 4
+/// the output (and the inputs' gradients) come back as `[.., L, H, Ev]` buffers viewed as
+/// `[.., H, L, Ev]`, so merging the heads afterwards is a free reshape.
+/// Returns `None` when the kernel does not apply (different leading dims, empty operands or
+/// ranks below 2): the caller falls back to the composed ops.
+pub(crate) fn fused_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    causal: Option<usize>,
+) -> Result<Option<Tensor>> {
+    let r = q.rank();
+    let fits = r >= 2
+        && k.rank() == r
+        && v.rank() == r
+        && q.dims()[..r - 2] == k.dims()[..r - 2]
+        && k.dims()[..r - 1] == v.dims()[..r - 1]
+        && q.dims()[r - 1] == k.dims()[r - 1]
+        && q.numel() > 0
+        && k.numel() > 0
+        && v.numel() > 0
+        && q.dtype() == k.dtype()
+        && k.dtype() == v.dtype();
+    if !fits {
+        return Ok(None);
+    }
+    Ok(Some(match q.dtype() {
+        DType::F32 => fused_typed::<f32>(q, k, v, scale, causal)?,
+        DType::F64 => fused_typed::<f64>(q, k, v, scale, causal)?,
+        dt if dt.is_float() => {
+            let f = |t: &Tensor| t.to_dtype(DType::F32);
+            fused_typed::<f32>(&f(q)?, &f(k)?, &f(v)?, scale, causal)?.to_dtype(dt)?
+        }
+        _ => return Ok(None),
+    }))
+}
+
 /// Turn a mask into an additive float mask: bool `true` = attend (sdpa convention) becomes 0,
 /// `false` becomes -inf; float masks are added as they are.
 fn additive(op: &str, mask: &Tensor, dtype: DType, true_means_keep: bool) -> Result<Tensor> {
@@ -203,6 +376,12 @@ pub fn scaled_dot_product_attention(
                 v.shape()
             ),
         ));
+    }
+    if attn_mask.is_none() && dropout_p == 0.0 {
+        let scale = 1.0 / (qe as f64).sqrt();
+        if let Some(y) = fused_attention(q, k, v, scale, is_causal.then_some(0))? {
+            return Ok(y);
+        }
     }
     let mask = attn_mask
         .map(|m| additive(OP, m, q.dtype(), true))

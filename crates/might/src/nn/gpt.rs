@@ -7,7 +7,7 @@
 //! [`Module::named_parameters`] reports the tied tensor once (as `transformer.wte.weight`, so an
 //! optimizer updates it once) while [`Module::state_dict`] lists it under both keys.
 
-use super::attention::causal_softmax;
+use super::attention::{causal_softmax, fused_attention};
 use super::layers::as_param;
 use super::{functional, init, prefixed, Embedding, LayerNorm, Linear, Module};
 use crate::{no_grad, DType, Error, Result, Tensor};
@@ -383,9 +383,21 @@ impl Gpt {
             v = vc.narrow(2, 0, past + t)?;
             offset = past;
         }
-        let scores = q.matmul(&k.transpose(-2, -1)?)?;
-        let p = self.dropout(&causal_softmax(&scores, 1.0 / (d as f64).sqrt(), offset)?)?;
-        let y = p.matmul(&v)?.transpose(1, 2)?.reshape([b, t, c])?;
+        let scale = 1.0 / (d as f64).sqrt();
+        let fused = if self.training && self.config.dropout > 0.0 {
+            None
+        } else {
+            fused_attention(&q, &k, &v, scale, Some(offset))?
+        };
+        let y = match fused {
+            Some(y) => y,
+            None => {
+                let scores = q.matmul(&k.transpose(-2, -1)?)?;
+                self.dropout(&causal_softmax(&scores, scale, offset)?)?
+                    .matmul(&v)?
+            }
+        };
+        let y = y.transpose(1, 2)?.reshape([b, t, c])?;
         self.dropout(&a.c_proj.forward(&y)?)
     }
 

@@ -9,7 +9,13 @@ use num_traits::Float;
 
 /// Float element types the fused kernels run natively (others compute through f32).
 pub(crate) trait Real:
-    Float + CpuDType + Send + Sync + std::iter::Sum + crate::ops::unary::FloatExt
+    Float
+    + CpuDType
+    + Send
+    + Sync
+    + std::iter::Sum
+    + crate::ops::unary::FloatExt
+    + crate::backend::cpu::wsum::Wsum
 {
     /// As f64 (named to avoid the clash between `WithDType` and `ToPrimitive`).
     fn d(self) -> f64 {

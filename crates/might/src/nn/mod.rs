@@ -29,6 +29,7 @@
 
 mod activation;
 mod attention;
+mod attention_kernels;
 mod conv;
 pub mod functional;
 pub mod generate;

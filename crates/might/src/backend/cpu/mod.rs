@@ -17,6 +17,7 @@ pub mod strided;
 pub mod team;
 pub mod threads;
 pub mod vmath;
+pub mod wsum;
 
 use crate::{DType, WithDType};
 use half::{bf16, f16};
