@@ -256,10 +256,30 @@ fn layer_norm_hand_values_and_gradcheck() -> Result<()> {
         &[x.clone(), w2],
         gc(),
     )?;
-    // rows of 19: two full 8-lane chunks and a tail, without an affine weight (the kernel
-    // multiplies by ones then)
+    // rows of 19: a full 16-lane chunk and a tail, without an affine weight (the kernel
+    // multiplies by ones then), and with a bias only
     let x19 = Tensor::randn([2, 19], DType::F64)?;
-    gradcheck(|i| layer_norm(&i[0], &[19], None, None, 1e-5), &[x19], gc())?;
+    gradcheck(
+        |i| layer_norm(&i[0], &[19], None, None, 1e-5),
+        &[x19.clone()],
+        gc(),
+    )?;
+    let b19 = Tensor::randn([19], DType::F64)?;
+    gradcheck(
+        |i| layer_norm(&i[0], &[19], None, Some(&i[1]), 1e-5),
+        &[x19, b19],
+        gc(),
+    )?;
+    // rows of 40 (two 16-lane chunks and a tail of 8), f32 against the f64 kernel
+    let x40 = Tensor::randn([5, 40], DType::F64)?;
+    let (w40, b40) = (
+        Tensor::randn([40], DType::F64)?,
+        Tensor::randn([40], DType::F64)?,
+    );
+    let y64 = layer_norm(&x40, &[40], Some(&w40), Some(&b40), 1e-5)?;
+    let f = |t: &Tensor| t.to_dtype(DType::F32);
+    let y32 = layer_norm(&f(&x40)?, &[40], Some(&f(&w40)?), Some(&f(&b40)?), 1e-5)?;
+    close(&y32.to_f64_vec(), &y64.to_vec::<f64>()?, 1e-5);
     // f32 kernel agrees with the f64 one; a non-contiguous input is fine
     let xt = x.transpose(0, 2)?;
     let ln = LayerNorm::new(3);
