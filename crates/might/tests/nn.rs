@@ -84,6 +84,54 @@ fn linear_gradcheck_input_weight_bias() -> Result<()> {
     )
 }
 
+/// The bias goes into the product (`AddmmBackward`): same output and gradients as
+/// `matmul` + `add` on every product path: the AVX-512 dot kernel (MNIST layer, 1 and 2
+/// threads), the transposed small-batch product, the inner-dim split at 2 threads, batched
+/// rows, f64, and a bias that is a strided view (a slice of a longer vector).
+#[test]
+fn linear_adds_the_bias_inside_the_product() -> Result<()> {
+    let _seed = seeded(2);
+    let cases: &[(&[usize], usize, DType, usize)] = &[
+        (&[64, 784], 128, DType::F32, 1),
+        (&[64, 784], 128, DType::F32, 2),
+        (&[5, 7], 300, DType::F32, 1),
+        (&[200, 600], 90, DType::F32, 2),
+        (&[2, 33, 40], 24, DType::F32, 2),
+        (&[3, 5], 4, DType::F64, 1),
+    ];
+    let before = might::get_num_threads();
+    for &(xs, n, dt, threads) in cases {
+        might::set_num_threads(threads);
+        let k = xs[xs.len() - 1];
+        let x = Tensor::randn(xs.to_vec(), dt)?.with_requires_grad();
+        let w = Tensor::randn([n, k], dt)?.with_requires_grad();
+        let long = Tensor::randn([n + 3], dt)?.with_requires_grad();
+        // (each graph narrows the bias itself: a backward frees the nodes it ran)
+        let b = long.narrow(0, 2, n)?;
+        let y = Linear::from_weights(w.clone(), Some(b))?.forward(&x)?;
+        assert_eq!(y.grad_fn(), Some("AddmmBackward"), "{xs:?} x {n}");
+        let want = x.matmul(&w.t()?)?.add(&long.narrow(0, 2, n)?)?;
+        let tol = if dt == DType::F32 { 1e-4 } else { 1e-12 };
+        let scale = want.to_f64_vec().iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        close(&y.to_f64_vec(), &want.to_f64_vec(), tol * scale);
+        let g = Tensor::randn(y.shape().clone(), dt)?;
+        let mut grads = Vec::new();
+        for out in [&y, &want] {
+            for t in [&x, &w, &long] {
+                t.zero_grad();
+            }
+            out.mul(&g)?.sum_all()?.backward()?;
+            grads.push([&x, &w, &long].map(|t| t.grad().expect("grad").to_f64_vec()));
+        }
+        for (got, want) in grads[0].iter().zip(&grads[1]) {
+            let s = want.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            close(got, want, tol * s);
+        }
+    }
+    might::set_num_threads(before);
+    Ok(())
+}
+
 struct Mlp {
     fc1: Linear,
     fc2: Linear,
@@ -261,7 +309,7 @@ fn layer_norm_hand_values_and_gradcheck() -> Result<()> {
     let x19 = Tensor::randn([2, 19], DType::F64)?;
     gradcheck(
         |i| layer_norm(&i[0], &[19], None, None, 1e-5),
-        &[x19.clone()],
+        std::slice::from_ref(&x19),
         gc(),
     )?;
     let b19 = Tensor::randn([19], DType::F64)?;

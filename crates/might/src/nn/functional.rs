@@ -23,6 +23,11 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tens
             ),
         ));
     }
+    if let Some(b) = bias {
+        if let Some(y) = x.linear_fused(weight, b)? {
+            return Ok(y);
+        }
+    }
     let y = x.matmul(&weight.t()?)?;
     match bias {
         Some(b) => y.add(b),

@@ -1,6 +1,6 @@
 //! `matmul` with `torch.matmul` semantics (1-D promotion, broadcast batch dims) and its backward.
 
-use crate::backend::cpu::matmul::matmul as gemm_matmul;
+use crate::backend::cpu::matmul::{matmul as gemm_matmul, matmul_bias};
 use crate::backend::cpu::CpuStorage as S;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Error, Result, Shape, Tensor};
@@ -144,5 +144,72 @@ impl Tensor {
                 Ok(vec![ga, gb])
             })
         }))
+    }
+}
+
+impl Tensor {
+    /// `self @ weight.t() + bias` for `self: [.., m, k]`, `weight: [n, k]`, `bias: [n]` (a
+    /// linear layer, `torch.addmm`), the bias added inside the product (see
+    /// [`matmul_bias`]). `None` when that does not apply (rank-1 input, other dtypes or
+    /// shapes, a strided bias): the caller composes `matmul` and `add`, which also reports
+    /// shape errors.
+    pub(crate) fn linear_fused(&self, weight: &Tensor, bias: &Tensor) -> Result<Option<Tensor>> {
+        let r = self.rank();
+        let fits = r >= 2
+            && weight.rank() == 2
+            && bias.rank() == 1
+            && weight.dims()[1] == self.dims()[r - 1]
+            && bias.dims()[0] == weight.dims()[0]
+            && self.dtype() == weight.dtype()
+            && bias.dtype() == weight.dtype()
+            && matches!(self.dtype(), DType::F32 | DType::F64 | DType::F16);
+        let range = bias.layout().contiguous_range();
+        let Some((b0, b1)) = range.filter(|_| fits) else {
+            return Ok(None);
+        };
+        let (m, k, n) = (self.dims()[r - 2], self.dims()[r - 1], weight.dims()[0]);
+        let wt = weight.t()?;
+        let mut sa = self.dims()[..r - 2].to_vec();
+        let mut sb = sa.clone();
+        let mut so = sa.clone();
+        sa.extend([m, k]);
+        sb.extend([k, n]);
+        so.extend([m, n]);
+        let la = self.layout().broadcast_as("linear", &Shape(sa))?;
+        let lb = wt.layout().broadcast_as("linear", &Shape(sb))?;
+        let (a, b, c) = (self.storage(), wt.storage(), bias.storage());
+        let out = match (a.cpu(), b.cpu(), c.cpu()) {
+            (S::F32(u), S::F32(v), S::F32(w)) => S::F32(matmul_bias(u, &la, v, &lb, &w[b0..b1])),
+            (S::F64(u), S::F64(v), S::F64(w)) => S::F64(matmul_bias(u, &la, v, &lb, &w[b0..b1])),
+            (S::F16(u), S::F16(v), S::F16(w)) => S::F16(matmul_bias(u, &la, v, &lb, &w[b0..b1])),
+            _ => return Ok(None),
+        };
+        drop((a, b, c));
+        let out = Tensor::from_cpu(out, so);
+        let (x, w, bt) = (self.clone(), weight.clone(), bias.clone());
+        Ok(Some(out.record(
+            "AddmmBackward",
+            &[self, weight, bias],
+            move || {
+                Box::new(move |g| {
+                    let gx = if x.requires_grad() {
+                        Some(g.matmul(&w)?)
+                    } else {
+                        None
+                    };
+                    let gw = if w.requires_grad() {
+                        Some(rhs_grad(&x, &w.t()?, g)?.t()?)
+                    } else {
+                        None
+                    };
+                    let gb = if bt.requires_grad() {
+                        Some(g.sum_to(bt.shape())?)
+                    } else {
+                        None
+                    };
+                    Ok(vec![gx, gw, gb])
+                })
+            },
+        )))
     }
 }

@@ -35,7 +35,9 @@ struct Operand {
     cs: usize,
 }
 
-/// dst[m, n] (dense, row-major, at `dst`) = lhs[m, k] @ rhs[k, n], on `threads` threads.
+/// dst[m, n] (dense, row-major, at `dst`) = lhs[m, k] @ rhs[k, n] (`+=` when `acc`), on
+/// `threads` threads.
+#[allow(clippy::too_many_arguments)]
 fn gemm_one<T: GemmDType>(
     (m, n, k): (usize, usize, usize),
     dst: &mut [T],
@@ -44,13 +46,16 @@ fn gemm_one<T: GemmDType>(
     rhs: &[T],
     b: Operand,
     threads: usize,
+    acc: bool,
 ) {
     debug_assert_eq!(dst.len(), m * n);
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        dst.fill(T::ZERO);
+        if !acc {
+            dst.fill(T::ZERO);
+        }
         return;
     }
     // bounds: the largest element each operand reaches must be inside its slice
@@ -77,10 +82,11 @@ fn gemm_one<T: GemmDType>(
             rs: a.cs,
             cs: a.rs,
         };
-        gemm_one((n, m, k), &mut t, rhs, wa, lhs, xb, threads);
+        gemm_one((n, m, k), &mut t, rhs, wa, lhs, xb, threads, false);
         for (j, row) in t.chunks_exact(m).enumerate() {
             for (i, &v) in row.iter().enumerate() {
-                dst[i * n + j] = v;
+                let d = &mut dst[i * n + j];
+                *d = if acc { *d + v } else { v };
             }
         }
         return;
@@ -93,6 +99,7 @@ fn gemm_one<T: GemmDType>(
         rhs: rhs.as_ptr(),
         b,
         k,
+        acc,
     };
     // (not where the dot kernel takes the whole product: it needs the whole inner dimension)
     if threads >= 2 && k >= 512 && m * n <= 128 * k && !own {
@@ -164,6 +171,8 @@ fn split_inner<T: GemmDType>(
                     ..tile.b
                 },
                 k: step.min(k - k0),
+                // the partial outputs start fresh; part 0 writes (or adds to) `dst`
+                acc: tile.acc && i == 0,
                 ..*tile
             }
         })
@@ -172,8 +181,10 @@ fn split_inner<T: GemmDType>(
     let run = move |i: usize| {
         let t = &tiles[i];
         if t.k == 0 {
-            // SAFETY: this part's output block, `m * n` elements, is its own.
-            unsafe { std::slice::from_raw_parts_mut(t.dst, m * n).fill(T::ZERO) };
+            if !t.acc {
+                // SAFETY: this part's output block, `m * n` elements, is its own.
+                unsafe { std::slice::from_raw_parts_mut(t.dst, m * n).fill(T::ZERO) };
+            }
         } else {
             // SAFETY: the whole `[m, n]` block of this part's own output; its inner slice
             // `k0..k0 + k` lies inside the operands checked by `gemm_one`.
@@ -206,6 +217,8 @@ struct Tile<T> {
     rhs: *const T,
     b: Operand,
     k: usize,
+    /// Add the product to what `dst` holds (else overwrite it).
+    acc: bool,
 }
 
 // SAFETY: a `Tile` is only shared while its owner (`gemm_one`) holds `&mut` to the output and
@@ -214,7 +227,7 @@ unsafe impl<T: Send> Send for Tile<T> {}
 unsafe impl<T: Sync> Sync for Tile<T> {}
 
 impl<T: GemmDType> Tile<T> {
-    /// dst[rows, cols] = lhs[rows, :] @ rhs[:, cols], single-threaded.
+    /// dst[rows, cols] = lhs[rows, :] @ rhs[:, cols] (`+=` when `acc`), single-threaded.
     ///
     /// # Safety
     /// `rows` x `cols` must lie inside the product checked by `gemm_one`, and no other thread
@@ -243,6 +256,7 @@ impl<T: GemmDType> Tile<T> {
                         rs: b.rs,
                         cs: b.cs,
                     },
+                    self.acc,
                 );
             }
             return;
@@ -257,14 +271,14 @@ impl<T: GemmDType> Tile<T> {
                 self.dst.add(rows.start * self.ldd + cols.start),
                 1,
                 self.ldd as isize,
-                false,
+                self.acc,
                 self.lhs.add(a.off + rows.start * a.rs),
                 a.cs as isize,
                 a.rs as isize,
                 self.rhs.add(b.off + cols.start * b.cs),
                 b.cs as isize,
                 b.rs as isize,
-                T::ZERO,
+                if self.acc { T::ONE } else { T::ZERO },
                 T::ONE,
                 false,
                 false,
@@ -278,14 +292,44 @@ impl<T: GemmDType> Tile<T> {
 /// Batched product. `ll` is `[batch.., m, k]` and `rl` is `[batch.., k, n]`, both already
 /// broadcast to the same batch dims. Returns the contiguous `[batch.., m, n]` result.
 pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> Vec<T> {
+    matmul_into(lhs, ll, rhs, rl, None)
+}
+
+/// [`matmul`] plus `bias` (`n` values) added to every row, in the product itself: each output
+/// row starts as a copy of `bias` and the GEMM adds to it, so a linear layer's bias costs no
+/// pass of its own over the output (a separate broadcast add read and wrote all of it again).
+pub fn matmul_bias<T: GemmDType>(
+    lhs: &[T],
+    ll: &Layout,
+    rhs: &[T],
+    rl: &Layout,
+    bias: &[T],
+) -> Vec<T> {
+    matmul_into(lhs, ll, rhs, rl, Some(bias))
+}
+
+fn matmul_into<T: GemmDType>(
+    lhs: &[T],
+    ll: &Layout,
+    rhs: &[T],
+    rl: &Layout,
+    bias: Option<&[T]>,
+) -> Vec<T> {
     let r = ll.dims().len();
     let (m, k, n) = (ll.dims()[r - 2], ll.dims()[r - 1], rl.dims()[r - 1]);
     let batch_dims = &ll.dims()[..r - 2];
     let nb: usize = batch_dims.iter().product();
-    // every element is written by gemm (which does not read the destination)
+    // every element is written by gemm (which does not read the destination unless `acc`)
     let mut out = super::pool::output::<T>(nb * m * n);
     if out.is_empty() {
         return out;
+    }
+    let acc = bias.is_some();
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "matmul_bias: bias length");
+        for row in out.chunks_exact_mut(n) {
+            row.copy_from_slice(b);
+        }
     }
     let (ls, rs) = (ll.strides(), rl.strides());
     let a0 = Operand {
@@ -316,7 +360,7 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
                 ..a0
             };
             let t = threads_for(rows * n * k, nthreads);
-            gemm_one((rows, n, k), &mut out, lhs, a, rhs, b0, t);
+            gemm_one((rows, n, k), &mut out, lhs, a, rhs, b0, t, acc);
             return out;
         }
     }
@@ -331,14 +375,14 @@ pub fn matmul<T: GemmDType>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout) -> V
             let [la, rb] = offs[i];
             let a = Operand { off: la, ..a0 };
             let b = Operand { off: rb, ..b0 };
-            gemm_one((m, n, k), o, lhs, a, rhs, b, 1)
+            gemm_one((m, n, k), o, lhs, a, rhs, b, 1, acc)
         });
     } else {
         let t = threads_for(work, nthreads);
         for (o, &[la, rb]) in out.chunks_mut(m * n).zip(&offs) {
             let a = Operand { off: la, ..a0 };
             let b = Operand { off: rb, ..b0 };
-            gemm_one((m, n, k), o, lhs, a, rhs, b, t)
+            gemm_one((m, n, k), o, lhs, a, rhs, b, t, acc)
         }
     }
     out

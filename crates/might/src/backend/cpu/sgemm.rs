@@ -44,7 +44,7 @@ pub fn suits(m: usize, n: usize, k: usize, a: (usize, usize), b: (usize, usize))
         && super::simd::level() >= 2
 }
 
-/// `dst[m, n] = a[m, k] @ b[k, n]`, single-threaded.
+/// `dst[m, n] = a[m, k] @ b[k, n]` (`+=` when `acc`), single-threaded.
 ///
 /// # Safety
 /// [`suits`] must hold for these sizes and strides; every element `a[i, p]`, `b[p, j]`,
@@ -55,15 +55,16 @@ pub unsafe fn dot(
     dst: View<*mut f32>,
     a: View<*const f32>,
     b: View<*const f32>,
+    acc: bool,
 ) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract (`suits` checked AVX-512F).
     unsafe {
-        imp::run((m, n, k), dst, a, b)
+        imp::run((m, n, k), dst, a, b, acc)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (m, n, k, dst, a, b);
+        let _ = (m, n, k, dst, a, b, acc);
         unreachable!("sgemm::dot: AVX-512 only")
     }
 }
@@ -79,6 +80,7 @@ mod imp {
         dst: View<*mut f32>,
         a: View<*const f32>,
         b: View<*const f32>,
+        acc: bool,
     ) {
         for j0 in (0..n).step_by(DC) {
             let c = DC.min(n - j0);
@@ -103,10 +105,10 @@ mod imp {
                         ($($r:literal),*) => {
                             match (r, c) {
                                 $(
-                                    ($r, 4) => block::<$r, 4>(k, av, bv, d),
-                                    ($r, 3) => block::<$r, 3>(k, av, bv, d),
-                                    ($r, 2) => block::<$r, 2>(k, av, bv, d),
-                                    ($r, _) => block::<$r, 1>(k, av, bv, d),
+                                    ($r, 4) => block::<$r, 4>(k, av, bv, d, acc),
+                                    ($r, 3) => block::<$r, 3>(k, av, bv, d, acc),
+                                    ($r, 2) => block::<$r, 2>(k, av, bv, d, acc),
+                                    ($r, _) => block::<$r, 1>(k, av, bv, d, acc),
                                 )*
                                 _ => unreachable!("block sizes are 1..=4"),
                             }
@@ -118,7 +120,7 @@ mod imp {
         }
     }
 
-    /// `dst[0..R, 0..C]` = dot products of `R` contiguous rows of `a` with `C` contiguous
+    /// `dst[0..R, 0..C]` (`+=` when `add`) = dot products of `R` contiguous rows of `a` with `C` contiguous
     /// columns of `b`, each `k` long (the last `k % 16` through masked loads). Not inlined:
     /// one function per block size keeps every accumulator in a register (inlined into the
     /// dispatch, LLVM spilled them).
@@ -129,6 +131,7 @@ mod imp {
         a: View<*const f32>,
         b: View<*const f32>,
         dst: View<*mut f32>,
+        add: bool,
     ) {
         // SAFETY: loads stay inside the first `k` elements of each row of `a` and column of
         // `b` (the tail is masked); stores touch `dst[0..R, 0..C]`; all valid per the caller.
@@ -157,7 +160,9 @@ mod imp {
             }
             for (i, row) in acc.iter().enumerate() {
                 for (j, &s) in row.iter().enumerate() {
-                    *dst.ptr.add(i * dst.rs + j * dst.cs) = _mm512_reduce_add_ps(s);
+                    let d = dst.ptr.add(i * dst.rs + j * dst.cs);
+                    let v = _mm512_reduce_add_ps(s);
+                    *d = if add { *d + v } else { v };
                 }
             }
         }
@@ -190,43 +195,51 @@ mod tests {
             let b = pattern(n * k, 5, 11, 4.0);
             assert!(suits(m, n, k, (k, 1), (1, k)));
             let ldd = n + 3;
-            let mut c = vec![f32::NAN; m * ldd];
-            // SAFETY: AVX-512F checked; `a` is [m, k] and `b` = [n, k] read as its transpose
-            // [k, n] (row stride 1, column stride k); `c` has m rows of `ldd >= n`.
-            unsafe {
-                dot(
-                    (m, n, k),
-                    View {
-                        ptr: c.as_mut_ptr(),
-                        rs: ldd,
-                        cs: 1,
-                    },
-                    View {
-                        ptr: a.as_ptr(),
-                        rs: k,
-                        cs: 1,
-                    },
-                    View {
-                        ptr: b.as_ptr(),
-                        rs: 1,
-                        cs: k,
-                    },
-                )
-            };
             let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i % n) * k + i / n]).collect();
             let want = reference(&a, &b_kn, (m, n, k));
-            for i in 0..m {
-                for j in 0..ldd {
-                    let got = c[i * ldd + j];
-                    if j >= n {
-                        assert!(got.is_nan(), "{m}x{n}x{k}: padding written at [{i}, {j}]");
-                        continue;
+            // overwrite, then add to an output holding 1.5 everywhere (padding stays NaN)
+            for add in [false, true] {
+                let start = if add { 1.5 } else { f32::NAN };
+                let mut c: Vec<f32> = (0..m * ldd)
+                    .map(|i| if i % ldd < n { start } else { f32::NAN })
+                    .collect();
+                // SAFETY: AVX-512F checked; `a` is [m, k] and `b` = [n, k] read as its
+                // transpose [k, n] (row stride 1, column stride k); `c` has m rows of
+                // `ldd >= n`.
+                unsafe {
+                    dot(
+                        (m, n, k),
+                        View {
+                            ptr: c.as_mut_ptr(),
+                            rs: ldd,
+                            cs: 1,
+                        },
+                        View {
+                            ptr: a.as_ptr(),
+                            rs: k,
+                            cs: 1,
+                        },
+                        View {
+                            ptr: b.as_ptr(),
+                            rs: 1,
+                            cs: k,
+                        },
+                        add,
+                    )
+                };
+                for i in 0..m {
+                    for j in 0..ldd {
+                        let got = c[i * ldd + j];
+                        if j >= n {
+                            assert!(got.is_nan(), "{m}x{n}x{k}: padding written at [{i}, {j}]");
+                            continue;
+                        }
+                        let w = want[i * n + j] + if add { 1.5 } else { 0.0 };
+                        assert!(
+                            (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{m}x{n}x{k} add {add} [{i}, {j}]: {got} vs {w}"
+                        );
                     }
-                    let w = want[i * n + j];
-                    assert!(
-                        (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                        "{m}x{n}x{k} [{i}, {j}]: {got} vs {w}"
-                    );
                 }
             }
         }
