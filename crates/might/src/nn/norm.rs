@@ -64,10 +64,12 @@ fn ln_typed<T: Real>(
     );
     Ok(out.record("NativeLayerNormBackward", &inputs, move || {
         Box::new(move |g: &Tensor| {
-            let gv = g.to_vec::<T>()?;
-            let (dx, dw, db) = with_slice::<T, _>(&xc, |xs| {
-                layer_norm_bwd(&gv, xs, wv.as_deref(), &mean, &rstd, n)
-            })?;
+            // the gradient read in place when contiguous (a copy of it was ~5 % of the backward)
+            let (dx, dw, db) = with_slice::<T, _>(g, |gs| {
+                with_slice::<T, _>(&xc, |xs| {
+                    layer_norm_bwd(gs, xs, wv.as_deref(), &mean, &rstd, n)
+                })
+            })??;
             let mut grads = vec![Some(Tensor::from_vec(dx, xshape.clone())?)];
             if has_w {
                 grads.push(Some(Tensor::from_vec(dw, wshape.clone().unwrap())?));
