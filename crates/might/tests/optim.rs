@@ -410,6 +410,39 @@ fn clip_grad_norm_matches_pytorch_formula() -> Result<()> {
     Ok(())
 }
 
+/// Large gradients (the vector path, split across threads when there are two) give the f64
+/// norm of their values, f32 and f64, lengths with a tail past the 16-wide chunks.
+#[test]
+fn clip_grad_norm_of_large_gradients() -> Result<()> {
+    let before = might::get_num_threads();
+    for threads in [1, 2] {
+        might::set_num_threads(threads);
+        for (dt, len) in [
+            (DType::F32, 100_003),
+            (DType::F64, 40_001),
+            (DType::F32, 17),
+        ] {
+            let p = Tensor::zeros([len], dt)?.with_requires_grad();
+            let vals: Vec<f64> = (0..len)
+                .map(|i| ((i * 7919) % 1000) as f64 / 250.0 - 2.0)
+                .collect();
+            p.set_grad(Some(Tensor::new(vals.as_slice()).to_dtype(dt)?));
+            let want: f64 = p
+                .grad()
+                .unwrap()
+                .to_f64_vec()
+                .iter()
+                .map(|x| x * x)
+                .sum::<f64>()
+                .sqrt();
+            let total = clip_grad_norm_(std::slice::from_ref(&p), 1e9)?;
+            close(&[total], &[want], 1e-9 * want);
+        }
+    }
+    might::set_num_threads(before);
+    Ok(())
+}
+
 #[test]
 fn clipping_a_gradient_shared_by_two_params_scales_it_once() -> Result<()> {
     let a = param(&[0.0, 0.0]);

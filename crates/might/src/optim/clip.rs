@@ -5,7 +5,7 @@
 //! the two operands of an `add`) is replaced by a scaled copy instead, so clipping never
 //! scales one buffer twice.
 
-use crate::backend::cpu::CpuStorage;
+use crate::backend::cpu::{simd, threads, CpuStorage};
 use crate::{DType, Error, Result, Tensor};
 use std::sync::Arc;
 
@@ -38,12 +38,48 @@ fn grad_norm_part(g: &Tensor, p: f64) -> f64 {
     if let Some((s, e)) = g.layout().contiguous_range() {
         let st = g.storage();
         match st.cpu() {
+            CpuStorage::F32(v) if p == 2.0 => return sum_squares(&v[s..e]),
+            CpuStorage::F64(v) if p == 2.0 => return sum_squares(&v[s..e]),
             CpuStorage::F32(v) => return acc(&mut v[s..e].iter().map(|&x| x as f64)),
             CpuStorage::F64(v) => return acc(&mut v[s..e].iter().copied()),
             _ => {}
         }
     }
     acc(&mut g.to_f64_vec().into_iter())
+}
+
+/// `Σ x²` in f64: 16 interleaved partial sums in the widest SIMD build, blocks on the kernel
+/// threads. (One running f64 sum is a chain of dependent adds: clipping a small GPT's 0.8 M
+/// gradients took ~0.6 ms of its training step.)
+fn sum_squares<T: Copy + Into<f64> + Sync>(v: &[T]) -> f64 {
+    const LANES: usize = 16;
+    let part = |c: &[T]| -> f64 {
+        simd::run(
+            #[inline(always)]
+            || {
+                let mut acc = [0.0f64; LANES];
+                let mut it = c.chunks_exact(LANES);
+                for ch in &mut it {
+                    for (a, &x) in acc.iter_mut().zip(ch) {
+                        let x: f64 = x.into();
+                        *a += x * x;
+                    }
+                }
+                let tail: f64 = it.remainder().iter().map(|&x| x.into() * x.into()).sum();
+                acc.iter().sum::<f64>() + tail
+            },
+        )
+    };
+    if threads::parallel(v.len()) {
+        let chunk = v.len().div_ceil(threads::get_num_threads() * 4);
+        threads::map(v.len().div_ceil(chunk), |i| {
+            part(&v[i * chunk..((i + 1) * chunk).min(v.len())])
+        })
+        .into_iter()
+        .sum()
+    } else {
+        part(v)
+    }
 }
 
 /// Multiply every gradient by `c` (in place where safe).
