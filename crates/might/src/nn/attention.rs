@@ -168,34 +168,100 @@ fn slice_of<T: Real>(s: &crate::storage::Storage) -> Result<&[T]> {
     T::slice(s.cpu()).ok_or_else(|| Error::dtype("attention", format!("expected {}", T::DTYPE)))
 }
 
-fn fused_typed<T: Real>(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
+/// The operands of a fused attention: three tensors, or one packed `[B, T, 3·C]` projection
+/// output (q, k, v side by side, `heads` heads each) whose gradient comes back packed too.
+enum Source<'a> {
+    Separate(&'a Tensor, &'a Tensor, &'a Tensor),
+    Packed(&'a Tensor, usize),
+}
+
+/// What the kernels need to find every pair: sizes, leading dims, offsets and row strides.
+struct Located {
+    dm: Dims,
+    lead: Vec<usize>,
+    offs: [Vec<usize>; 3],
+    rs: (usize, usize, usize),
+}
+
+fn locate(src: &Source, offset: Option<usize>) -> Located {
+    match *src {
+        Source::Separate(q, k, v) => {
+            let r = q.rank();
+            Located {
+                dm: Dims {
+                    l: q.dims()[r - 2],
+                    s: k.dims()[r - 2],
+                    d: q.dims()[r - 1],
+                    dv: v.dims()[r - 1],
+                    offset,
+                },
+                lead: q.dims()[..r - 2].to_vec(),
+                offs: [pair_offsets(q), pair_offsets(k), pair_offsets(v)],
+                rs: (q.strides()[r - 2], k.strides()[r - 2], v.strides()[r - 2]),
+            }
+        }
+        Source::Packed(qkv, heads) => {
+            let (b, t, c) = (qkv.dims()[0], qkv.dims()[1], qkv.dims()[2] / 3);
+            let (d, st) = (c / heads, qkv.strides());
+            let base: Vec<usize> = (0..b * heads)
+                .map(|i| qkv.storage_offset() + (i / heads) * st[0] + (i % heads) * d)
+                .collect();
+            let part = |j: usize| base.iter().map(|&o| o + j * c).collect();
+            Located {
+                dm: Dims {
+                    l: t,
+                    s: t,
+                    d,
+                    dv: d,
+                    offset,
+                },
+                lead: vec![b, heads],
+                offs: [part(0), part(1), part(2)],
+                rs: (st[1], st[1], st[1]),
+            }
+        }
+    }
+}
+
+fn fused_typed<T: Real>(src: Source, scale: f64, offset: Option<usize>) -> Result<Tensor> {
+    let src = match src {
+        Source::Separate(q, k, v) => {
+            let (q, k, v) = (rows_view(q)?, rows_view(k)?, rows_view(v)?);
+            return fused_on::<T>(
+                &[q.clone(), k.clone(), v.clone()],
+                Source::Separate(&q, &k, &v),
+                scale,
+                offset,
+            );
+        }
+        Source::Packed(qkv, heads) => (rows_view(qkv)?, heads),
+    };
+    fused_on::<T>(
+        std::slice::from_ref(&src.0),
+        Source::Packed(&src.0, src.1),
+        scale,
+        offset,
+    )
+}
+
+/// [`fused_typed`] once every operand has contiguous rows; `inputs` are the graph inputs (the
+/// three operands, or the packed one).
+fn fused_on<T: Real>(
+    inputs: &[Tensor],
+    src: Source,
     scale: f64,
     offset: Option<usize>,
 ) -> Result<Tensor> {
-    let (q, k, v) = (rows_view(q)?, rows_view(k)?, rows_view(v)?);
-    let r = q.rank();
-    let lead = q.dims()[..r - 2].to_vec();
-    let dm = Dims {
-        l: q.dims()[r - 2],
-        s: k.dims()[r - 2],
-        d: q.dims()[r - 1],
-        dv: v.dims()[r - 1],
-        offset,
-    };
+    let Located { dm, lead, offs, rs } = locate(&src, offset);
+    let packed = matches!(src, Source::Packed(..));
     let (groups, per_group) = grouping(&lead);
-    let offs = [pair_offsets(&q), pair_offsets(&k), pair_offsets(&v)];
-    let rs = (q.strides()[r - 2], k.strides()[r - 2], v.strides()[r - 2]);
     let sc = T::f(scale);
+    let data: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
+    // operand j's storage: its own tensor, or the packed one for all three
+    let which = move |j: usize| if packed { 0 } else { j };
     let (y, p) = {
-        let (qs, ks, vs) = (q.storage(), k.storage(), v.storage());
-        let ops = (
-            slice_of::<T>(&qs)?,
-            slice_of::<T>(&ks)?,
-            slice_of::<T>(&vs)?,
-        );
+        let st: Vec<_> = data.iter().map(|t| t.storage()).collect();
+        let sl = |j: usize| slice_of::<T>(&st[which(j)]);
         let [oq, ok, ov] = &offs;
         let at = Pairs {
             groups,
@@ -205,27 +271,22 @@ fn fused_typed<T: Real>(
             v: ov,
             rs,
         };
-        attention_kernels::forward(dm, sc, ops, at)
+        attention_kernels::forward(dm, sc, (sl(0)?, sl(1)?, sl(2)?), at)
     };
     let y = heads_last(y, &lead, dm.l, dm.dv)?;
     let plen = p.len();
     let p = Tensor::from_vec(p, [plen])?;
-    let (qd, kd, vd) = (q.detach(), k.detach(), v.detach());
-    Ok(y.record(
-        "ScaledDotProductAttentionBackward",
-        &[&q, &k, &v],
-        move || {
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    let packed_shape = inputs[0].shape().clone();
+    Ok(
+        y.record("ScaledDotProductAttentionBackward", &refs, move || {
             Box::new(move |g: &Tensor| {
                 let g = rows_view(g)?;
                 let g_offs = pair_offsets(&g);
-                let (gq, gk, gv) = {
-                    let (qs, ks, vs) = (qd.storage(), kd.storage(), vd.storage());
+                let mut bufs = {
+                    let st: Vec<_> = data.iter().map(|t| t.storage()).collect();
+                    let sl = |j: usize| slice_of::<T>(&st[which(j)]);
                     let (ps, gs) = (p.storage(), g.storage());
-                    let ops = (
-                        slice_of::<T>(&qs)?,
-                        slice_of::<T>(&ks)?,
-                        slice_of::<T>(&vs)?,
-                    );
                     let [oq, ok, ov] = &offs;
                     let at = Pairs {
                         groups,
@@ -237,16 +298,55 @@ fn fused_typed<T: Real>(
                     };
                     let (pd, gd) = (slice_of::<T>(&ps)?, slice_of::<T>(&gs)?);
                     let gr = g.strides()[g.rank() - 2];
-                    attention_kernels::backward(dm, sc, ops, at, pd, gd, &g_offs, gr)
+                    let ops = (sl(0)?, sl(1)?, sl(2)?);
+                    attention_kernels::backward(dm, sc, ops, at, pd, (gd, &g_offs, gr), packed)
                 };
+                if packed {
+                    let buf = bufs.pop().expect("one packed gradient");
+                    return Ok(vec![Some(Tensor::from_vec(buf, packed_shape.clone())?)]);
+                }
+                let gv = bufs.pop().expect("three gradients");
+                let gk = bufs.pop().expect("three gradients");
+                let gq = bufs.pop().expect("three gradients");
                 Ok(vec![
                     Some(heads_last(gq, &lead, dm.l, dm.d)?),
                     Some(heads_last(gk, &lead, dm.s, dm.d)?),
                     Some(heads_last(gv, &lead, dm.s, dm.dv)?),
                 ])
             })
-        },
-    ))
+        }),
+    )
+}
+
+/// Causal self-attention of a packed projection output `qkv: [B, T, 3·C]` (q, k and v side by
+/// side, each `heads` heads of `C / heads`; a GPT block's `c_attn` output): returns
+/// `[B, heads, T, C / heads]` (a view of `[B, T, C]` memory), and the backward writes the
+/// gradient of `qkv` as one buffer. One projection product instead of three packs its input
+/// once, and its backward is one `[.., 3C] @ [3C, C]` product instead of three and two adds.
+/// `None` when it does not apply (not rank 3, `3·C` not divisible, empty, or not float).
+pub(crate) fn fused_attention_packed(
+    qkv: &Tensor,
+    heads: usize,
+    scale: f64,
+    causal: Option<usize>,
+) -> Result<Option<Tensor>> {
+    let fits = qkv.rank() == 3
+        && heads > 0
+        && qkv.dims()[2].is_multiple_of(3 * heads)
+        && qkv.numel() > 0
+        && qkv.dtype().is_float();
+    if !fits {
+        return Ok(None);
+    }
+    let src = Source::Packed(qkv, heads);
+    Ok(Some(match qkv.dtype() {
+        DType::F32 => fused_typed::<f32>(src, scale, causal)?,
+        DType::F64 => fused_typed::<f64>(src, scale, causal)?,
+        dt => {
+            let q32 = qkv.to_dtype(DType::F32)?;
+            fused_typed::<f32>(Source::Packed(&q32, heads), scale, causal)?.to_dtype(dt)?
+        }
+    }))
 }
 
 /// `softmax(scale · q kᵀ) v` in one fused kernel (forward and backward) for `q: [.., L, E]`,
@@ -279,11 +379,12 @@ pub(crate) fn fused_attention(
         return Ok(None);
     }
     Ok(Some(match q.dtype() {
-        DType::F32 => fused_typed::<f32>(q, k, v, scale, causal)?,
-        DType::F64 => fused_typed::<f64>(q, k, v, scale, causal)?,
+        DType::F32 => fused_typed::<f32>(Source::Separate(q, k, v), scale, causal)?,
+        DType::F64 => fused_typed::<f64>(Source::Separate(q, k, v), scale, causal)?,
         dt if dt.is_float() => {
             let f = |t: &Tensor| t.to_dtype(DType::F32);
-            fused_typed::<f32>(&f(q)?, &f(k)?, &f(v)?, scale, causal)?.to_dtype(dt)?
+            let (q, k, v) = (f(q)?, f(k)?, f(v)?);
+            fused_typed::<f32>(Source::Separate(&q, &k, &v), scale, causal)?.to_dtype(dt)?
         }
         _ => return Ok(None),
     }))
@@ -636,5 +737,49 @@ impl Module for MultiheadAttention {
     }
     fn is_training(&self) -> bool {
         self.training
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packed entry (one `[B, T, 3C]` operand, its gradient written as one buffer) gives
+    /// what the three-operand kernel gives on `narrow`ed views of it: output and gradient.
+    #[test]
+    fn packed_qkv_matches_separate_operands() -> Result<()> {
+        for dt in [DType::F32, DType::F64] {
+            let (b, t, h, d) = (2, 7, 3, 5);
+            let c = h * d;
+            let qkv = Tensor::randn([b, t, 3 * c], dt)?.with_requires_grad();
+            let w = Tensor::randn([b, h, t, d], dt)?;
+            let mut got = Vec::new();
+            for packed in [true, false] {
+                qkv.zero_grad();
+                let y = if packed {
+                    fused_attention_packed(&qkv, h, 0.3, Some(0))?
+                } else {
+                    let part = |i: usize| -> Result<Tensor> {
+                        qkv.narrow(2, i * c, c)?
+                            .reshape([b, t, h, d])?
+                            .transpose(1, 2)
+                    };
+                    fused_attention(&part(0)?, &part(1)?, &part(2)?, 0.3, Some(0))?
+                }
+                .expect("the fused kernel applies");
+                y.mul(&w)?.sum_all()?.backward()?;
+                got.push((y.to_f64_vec(), qkv.grad().expect("a gradient").to_f64_vec()));
+            }
+            let tol = if dt == DType::F32 { 1e-5 } else { 1e-12 };
+            for (name, a, e) in [("y", &got[0].0, &got[1].0), ("grad", &got[0].1, &got[1].1)] {
+                for (x, z) in a.iter().zip(e.iter()) {
+                    assert!(
+                        (x - z).abs() <= tol * (1.0 + z.abs()),
+                        "{dt:?} {name}: {x} vs {z}"
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 }

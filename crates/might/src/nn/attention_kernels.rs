@@ -190,6 +190,14 @@ fn forward_pair<T: Real>(
     }
 }
 
+/// Where one gradient of a pair goes: rows at `off + r * rs` of output buffer `buf`.
+#[derive(Clone, Copy)]
+struct Place {
+    buf: usize,
+    off: usize,
+    rs: usize,
+}
+
 /// Scratch buffers of one thread's pairs.
 #[derive(Default)]
 struct Scratch<T> {
@@ -208,8 +216,8 @@ fn backward_pair<T: Real>(
     (q, k, v): (Rows<T>, Rows<T>, Rows<T>),
     p: &[T],
     dy: Rows<T>,
-    (gq, gk, gv): (&mut [T], &mut [T], &mut [T]),
-    (q_at, k_at, v_at): ((usize, usize), (usize, usize), (usize, usize)),
+    out: &mut [&mut [T]],
+    [q_at, k_at, v_at]: [Place; 3],
     sc: &mut Scratch<T>,
 ) {
     let (sp, s) = (dm.s_pad(), dm.s);
@@ -250,10 +258,10 @@ fn backward_pair<T: Real>(
             dsr[nr..].fill(T::f(0.0));
         }
         // dq_i = Σ_j dS[i, j] k_j
-        let gqo = &mut gq[q_at.0 + i0 * q_at.1..];
+        let gqo = &mut out[q_at.buf][q_at.off + i0 * q_at.rs..];
         weighted_sums(
             gqo,
-            q_at.1,
+            q_at.rs,
             &ds[i0 * sp..],
             rows(sp),
             k.from(0),
@@ -269,20 +277,20 @@ fn backward_pair<T: Real>(
         let i0 = dm.first_query(j0);
         let nq = dm.l - i0;
         let at = (i0 * sp + j0).min(p.len());
-        let gko = &mut gk[k_at.0 + j0 * k_at.1..];
+        let gko = &mut out[k_at.buf][k_at.off + j0 * k_at.rs..];
         weighted_sums(
             gko,
-            k_at.1,
+            k_at.rs,
             &ds[at..],
             cols,
             q.from(i0),
             q.rs,
             (jb, dm.d, nq),
         );
-        let gvo = &mut gv[v_at.0 + j0 * v_at.1..];
+        let gvo = &mut out[v_at.buf][v_at.off + j0 * v_at.rs..];
         weighted_sums(
             gvo,
-            v_at.1,
+            v_at.rs,
             &p[at..],
             cols,
             dy.from(i0),
@@ -385,8 +393,10 @@ pub(crate) fn forward<T: Real>(
     (y, p)
 }
 
-/// Backward over all pairs: `(dq, dk, dv)` laid out `[groups, rows, per_group, cols]`. `dy`
-/// holds each pair's output gradient at `dy_off[pair]` with row stride `dy_rs`.
+/// Backward over all pairs. `dy` holds each pair's output gradient at `dy_off[pair]` with
+/// row stride `dy_rs`. Returns `[dq, dk, dv]`, each laid out `[groups, rows, per_group,
+/// cols]`; or, when `packed` (self-attention with `d == dv`), one buffer `[groups, l, 3,
+/// per_group, d]`: the gradient of a packed `[.., L, 3·H·D]` q/k/v projection output.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward<T: Real>(
     dm: Dims,
@@ -394,68 +404,73 @@ pub(crate) fn backward<T: Real>(
     (q, k, v): (&[T], &[T], &[T]),
     at: Pairs,
     p: &[T],
-    dy: &[T],
-    dy_off: &[usize],
-    dy_rs: usize,
-) -> (Vec<T>, Vec<T>, Vec<T>) {
+    (dy, dy_off, dy_rs): (&[T], &[usize], usize),
+    packed: bool,
+) -> Vec<Vec<T>> {
     let (pg, sp) = (at.per_group, dm.s_pad());
     let pairs = at.groups * pg;
     let out = crate::backend::cpu::pool::output::<T>;
-    let (mut gq, mut gk, mut gv) = (
-        out(pairs * dm.l * dm.d),
-        out(pairs * dm.s * dm.d),
-        out(pairs * dm.s * dm.dv),
-    );
+    let (mut bufs, lens) = if packed {
+        assert!(
+            dm.l == dm.s && dm.d == dm.dv,
+            "packed attention gradient: self-attention"
+        );
+        (
+            vec![out(pairs * dm.l * 3 * dm.d)],
+            vec![pg * dm.l * 3 * dm.d],
+        )
+    } else {
+        let (a, b, c) = (pg * dm.l * dm.d, pg * dm.s * dm.d, pg * dm.s * dm.dv);
+        let g = at.groups;
+        (vec![out(g * a), out(g * b), out(g * c)], vec![a, b, c])
+    };
     let work = 2 * pairs * dm.l * dm.s * (dm.d + dm.dv);
-    let lens = [pg * dm.l * dm.d, pg * dm.s * dm.d, pg * dm.s * dm.dv];
-    for_groups(
-        vec![&mut gq, &mut gk, &mut gv],
-        &lens,
-        at.groups,
-        work,
-        |g, c| {
-            let mut sc = Scratch::default();
-            let [a, b, cc] = c else {
-                unreachable!("three buffers")
-            };
-            simd::run(
-                #[inline(always)]
-                || {
-                    for h in 0..pg {
-                        let pi = g * pg + h;
-                        let ops = (
-                            Rows {
-                                data: q,
-                                off: at.q[pi],
-                                rs: at.rs.0,
-                            },
-                            Rows {
-                                data: k,
-                                off: at.k[pi],
-                                rs: at.rs.1,
-                            },
-                            Rows {
-                                data: v,
-                                off: at.v[pi],
-                                rs: at.rs.2,
-                            },
-                        );
-                        let dyr = Rows {
-                            data: dy,
-                            off: dy_off[pi],
-                            rs: dy_rs,
-                        };
-                        let pp = &p[pi * dm.l * sp..(pi + 1) * dm.l * sp];
-                        let places = (
-                            (h * dm.d, pg * dm.d),
-                            (h * dm.d, pg * dm.d),
-                            (h * dm.dv, pg * dm.dv),
-                        );
-                        backward_pair(&dm, scale, ops, pp, dyr, (a, b, cc), places, &mut sc);
-                    }
-                },
-            )
-        },
-    );
-    (gq, gk, gv)
+    let refs: Vec<&mut [T]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    for_groups(refs, &lens, at.groups, work, |g, c| {
+        let mut sc = Scratch::default();
+        simd::run(
+            #[inline(always)]
+            || {
+                for h in 0..pg {
+                    let pi = g * pg + h;
+                    let ops = (
+                        Rows {
+                            data: q,
+                            off: at.q[pi],
+                            rs: at.rs.0,
+                        },
+                        Rows {
+                            data: k,
+                            off: at.k[pi],
+                            rs: at.rs.1,
+                        },
+                        Rows {
+                            data: v,
+                            off: at.v[pi],
+                            rs: at.rs.2,
+                        },
+                    );
+                    let dyr = Rows {
+                        data: dy,
+                        off: dy_off[pi],
+                        rs: dy_rs,
+                    };
+                    let pp = &p[pi * dm.l * sp..(pi + 1) * dm.l * sp];
+                    let place = |buf, off, rs| Place { buf, off, rs };
+                    let places = if packed {
+                        let rs = 3 * pg * dm.d;
+                        [0, 1, 2].map(|t| place(0, (t * pg + h) * dm.d, rs))
+                    } else {
+                        [
+                            place(0, h * dm.d, pg * dm.d),
+                            place(1, h * dm.d, pg * dm.d),
+                            place(2, h * dm.dv, pg * dm.dv),
+                        ]
+                    };
+                    backward_pair(&dm, scale, ops, pp, dyr, c, places, &mut sc);
+                }
+            },
+        )
+    });
+    bufs
 }

@@ -7,7 +7,7 @@
 //! [`Module::named_parameters`] reports the tied tensor once (as `transformer.wte.weight`, so an
 //! optimizer updates it once) while [`Module::state_dict`] lists it under both keys.
 
-use super::attention::{causal_softmax, fused_attention};
+use super::attention::{causal_softmax, fused_attention, fused_attention_packed};
 use super::layers::as_param;
 use super::{functional, init, prefixed, Embedding, LayerNorm, Linear, Module};
 use crate::{no_grad, DType, Error, Result, Tensor};
@@ -360,8 +360,19 @@ impl Gpt {
         let (b, t, c) = (x.dims()[0], x.dims()[1], x.dims()[2]);
         let h = a.n_head;
         let d = c / h;
-        // q, k, v as [B, H, T, D] views of three products with thirds of c_attn (views of its
-        // weight and bias). One [.., 3C] product then `select`s computes the same, but each
+        let scale = 1.0 / (d as f64).sqrt();
+        let dropout = self.training && self.config.dropout > 0.0;
+        if kv.is_none() && !dropout {
+            // one [.., 3C] projection; the fused kernel reads q, k, v inside it and writes
+            // their gradient back as one [B, T, 3C] buffer
+            let qkv = a.c_attn.forward(x)?;
+            if let Some(y) = fused_attention_packed(&qkv, h, scale, Some(0))? {
+                let y = y.transpose(1, 2)?.reshape([b, t, c])?;
+                return a.c_proj.forward(&y);
+            }
+        }
+        // With a KV cache or dropout: q, k, v as [B, H, T, D] views of three products with
+        // thirds of c_attn (views of its weight and bias). One [.., 3C] product then `select`s computes the same, but each
         // select's backward builds a zeroed [3, B, H, T, D] gradient and the engine adds the
         // three: ~4 % of a training step, against a zero-padded [3C, C] weight grad here.
         let third = |i: usize| -> Result<Tensor> {
@@ -383,8 +394,7 @@ impl Gpt {
             v = vc.narrow(2, 0, past + t)?;
             offset = past;
         }
-        let scale = 1.0 / (d as f64).sqrt();
-        let fused = if self.training && self.config.dropout > 0.0 {
+        let fused = if dropout {
             None
         } else {
             fused_attention(&q, &k, &v, scale, Some(offset))?
