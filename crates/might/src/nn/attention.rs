@@ -262,15 +262,7 @@ fn fused_on<T: Real>(
     let (y, p) = {
         let st: Vec<_> = data.iter().map(|t| t.storage()).collect();
         let sl = |j: usize| slice_of::<T>(&st[which(j)]);
-        let [oq, ok, ov] = &offs;
-        let at = Pairs {
-            groups,
-            per_group,
-            q: oq,
-            k: ok,
-            v: ov,
-            rs,
-        };
+        let at = Pairs::new(groups, per_group, &offs, rs);
         attention_kernels::forward(dm, sc, (sl(0)?, sl(1)?, sl(2)?), at)
     };
     let y = heads_last(y, &lead, dm.l, dm.dv)?;
@@ -287,15 +279,7 @@ fn fused_on<T: Real>(
                     let st: Vec<_> = data.iter().map(|t| t.storage()).collect();
                     let sl = |j: usize| slice_of::<T>(&st[which(j)]);
                     let (ps, gs) = (p.storage(), g.storage());
-                    let [oq, ok, ov] = &offs;
-                    let at = Pairs {
-                        groups,
-                        per_group,
-                        q: oq,
-                        k: ok,
-                        v: ov,
-                        rs,
-                    };
+                    let at = Pairs::new(groups, per_group, &offs, rs);
                     let (pd, gd) = (slice_of::<T>(&ps)?, slice_of::<T>(&gs)?);
                     let gr = g.strides()[g.rank() - 2];
                     let ops = (sl(0)?, sl(1)?, sl(2)?);

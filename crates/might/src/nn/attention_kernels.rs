@@ -314,6 +314,40 @@ pub(crate) struct Pairs<'a> {
     pub rs: (usize, usize, usize),
 }
 
+impl<'a> Pairs<'a> {
+    pub fn new(
+        groups: usize,
+        per_group: usize,
+        offs: &'a [Vec<usize>; 3],
+        rs: (usize, usize, usize),
+    ) -> Self {
+        let [q, k, v] = offs;
+        Pairs {
+            groups,
+            per_group,
+            q,
+            k,
+            v,
+            rs,
+        }
+    }
+
+    /// Pair `pi`'s q, k, v rows inside the operands' data.
+    #[inline(always)]
+    fn operands<'d, T>(
+        &self,
+        pi: usize,
+        (q, k, v): (&'d [T], &'d [T], &'d [T]),
+    ) -> (Rows<'d, T>, Rows<'d, T>, Rows<'d, T>) {
+        let rows = |data, off, rs| Rows { data, off, rs };
+        (
+            rows(q, self.q[pi], self.rs.0),
+            rows(k, self.k[pi], self.rs.1),
+            rows(v, self.v[pi], self.rs.2),
+        )
+    }
+}
+
 /// Run `f(group, chunks)` for each group, where `chunks[b]` is the group's `len[b]`-long part of
 /// `bufs[b]`; in parallel when `work` (about the flops) is worth it.
 fn for_groups<T: Send>(
@@ -367,23 +401,7 @@ pub(crate) fn forward<T: Real>(
             || {
                 for h in 0..pg {
                     let pi = g * pg + h;
-                    let ops = (
-                        Rows {
-                            data: q,
-                            off: at.q[pi],
-                            rs: at.rs.0,
-                        },
-                        Rows {
-                            data: k,
-                            off: at.k[pi],
-                            rs: at.rs.1,
-                        },
-                        Rows {
-                            data: v,
-                            off: at.v[pi],
-                            rs: at.rs.2,
-                        },
-                    );
+                    let ops = at.operands(pi, (q, k, v));
                     let pr = &mut pc[h * dm.l * sp..(h + 1) * dm.l * sp];
                     forward_pair(&dm, scale, ops, pr, yc, (h * dm.dv, pg * dm.dv), kt);
                 }
@@ -433,23 +451,7 @@ pub(crate) fn backward<T: Real>(
             || {
                 for h in 0..pg {
                     let pi = g * pg + h;
-                    let ops = (
-                        Rows {
-                            data: q,
-                            off: at.q[pi],
-                            rs: at.rs.0,
-                        },
-                        Rows {
-                            data: k,
-                            off: at.k[pi],
-                            rs: at.rs.1,
-                        },
-                        Rows {
-                            data: v,
-                            off: at.v[pi],
-                            rs: at.rs.2,
-                        },
-                    );
+                    let ops = at.operands(pi, (q, k, v));
                     let dyr = Rows {
                         data: dy,
                         off: dy_off[pi],

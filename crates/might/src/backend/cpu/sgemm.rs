@@ -44,7 +44,7 @@ pub fn suits(m: usize, n: usize, k: usize, a: (usize, usize), b: (usize, usize))
         && super::simd::level() >= 2
 }
 
-/// `dst[m, n] = a[m, k] @ b[k, n]` (`+=` when `acc`), single-threaded.
+/// `dst[m, n] = a[m, k] @ b[k, n]` (`+=` when `add`), single-threaded.
 ///
 /// # Safety
 /// [`suits`] must hold for these sizes and strides; every element `a[i, p]`, `b[p, j]`,
@@ -55,16 +55,16 @@ pub unsafe fn dot(
     dst: View<*mut f32>,
     a: View<*const f32>,
     b: View<*const f32>,
-    acc: bool,
+    add: bool,
 ) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract (`suits` checked AVX-512F).
     unsafe {
-        imp::run((m, n, k), dst, a, b, acc)
+        imp::run((m, n, k), dst, a, b, add)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (m, n, k, dst, a, b, acc);
+        let _ = (m, n, k, dst, a, b, add);
         unreachable!("sgemm::dot: AVX-512 only")
     }
 }
@@ -80,7 +80,7 @@ mod imp {
         dst: View<*mut f32>,
         a: View<*const f32>,
         b: View<*const f32>,
-        acc: bool,
+        add: bool,
     ) {
         for j0 in (0..n).step_by(DC) {
             let c = DC.min(n - j0);
@@ -105,10 +105,10 @@ mod imp {
                         ($($r:literal),*) => {
                             match (r, c) {
                                 $(
-                                    ($r, 4) => block::<$r, 4>(k, av, bv, d, acc),
-                                    ($r, 3) => block::<$r, 3>(k, av, bv, d, acc),
-                                    ($r, 2) => block::<$r, 2>(k, av, bv, d, acc),
-                                    ($r, _) => block::<$r, 1>(k, av, bv, d, acc),
+                                    ($r, 4) => block::<$r, 4>(k, av, bv, d, add),
+                                    ($r, 3) => block::<$r, 3>(k, av, bv, d, add),
+                                    ($r, 2) => block::<$r, 2>(k, av, bv, d, add),
+                                    ($r, _) => block::<$r, 1>(k, av, bv, d, add),
                                 )*
                                 _ => unreachable!("block sizes are 1..=4"),
                             }

@@ -40,11 +40,7 @@ pub trait Wsum: Float + Send + Sync + 'static {
     /// The transpose for this type (see [`transpose_padded`]); bounds already checked.
     #[doc(hidden)]
     fn transpose(dst: &mut [Self], pad: usize, src: &[Self], rs: usize, rows: usize, cols: usize) {
-        for (e, d) in dst.chunks_exact_mut(pad).take(cols).enumerate() {
-            for (j, o) in d[..rows].iter_mut().enumerate() {
-                *o = src[j * rs + e];
-            }
-        }
+        transpose_generic(dst, pad, src, rs, rows, cols)
     }
 }
 
@@ -78,10 +74,22 @@ impl Wsum for f32 {
             unsafe { imp::transpose(dst.as_mut_ptr(), pad, src.as_ptr(), rs, rows, cols) };
             return;
         }
-        for (e, d) in dst.chunks_exact_mut(pad).take(cols).enumerate() {
-            for (j, o) in d[..rows].iter_mut().enumerate() {
-                *o = src[j * rs + e];
-            }
+        transpose_generic(dst, pad, src, rs, rows, cols)
+    }
+}
+
+/// Element by element, for f64 and CPUs without AVX-512.
+fn transpose_generic<T: Copy>(
+    dst: &mut [T],
+    pad: usize,
+    src: &[T],
+    rs: usize,
+    rows: usize,
+    cols: usize,
+) {
+    for (e, d) in dst.chunks_exact_mut(pad).take(cols).enumerate() {
+        for (j, o) in d[..rows].iter_mut().enumerate() {
+            *o = src[j * rs + e];
         }
     }
 }
