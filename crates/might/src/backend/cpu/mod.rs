@@ -9,6 +9,7 @@ pub mod matmul;
 pub mod max_pool_simd;
 pub mod pool;
 pub mod pooling;
+pub mod prefetch;
 pub mod reduce;
 pub mod rows;
 pub mod sgemm;
