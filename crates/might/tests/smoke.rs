@@ -313,6 +313,24 @@ fn large_full_sum_splits_across_threads() -> Result<()> {
     Ok(())
 }
 
+/// Long rows are summed as four streams plus a tail: with small integers every partial sum
+/// is exact, so the total must be too, whatever the length (odd, just past the cut, huge).
+#[test]
+fn long_row_sums_are_exact_on_integers() -> Result<()> {
+    might::set_num_threads(1);
+    for n in [(1 << 18) - 1, 1 << 18, (1 << 18) + 77, 1_000_003] {
+        let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+        let want: f64 = (0..n).map(|i| (i % 7) as f64).sum();
+        let got = Tensor::from_vec(v, [n])?.sum_all()?.item()?;
+        assert_eq!(got, want, "n = {n}");
+        let v64: Vec<f64> = (0..n).map(|i| (i % 5) as f64 - 2.0).collect();
+        let want64: f64 = v64.iter().sum();
+        let got64 = Tensor::from_vec(v64, [n])?.sum_all()?.item()?;
+        assert_eq!(got64, want64, "f64, n = {n}");
+    }
+    Ok(())
+}
+
 /// Products above the threading threshold are cut into per-thread blocks of rows (tall lhs)
 /// or columns (wide rhs); every block must land in its place, with strided operands too.
 /// Wide products with a column-major rhs also take the transposed route (`W @ x^T`, copied
