@@ -15,7 +15,7 @@ const LINE: usize = 64;
 #[inline(always)]
 pub fn prefetch<T>(data: &[T]) {
     #[cfg(target_arch = "x86_64")]
-    {
+    if !data.is_empty() {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let p = data.as_ptr() as *const i8;
         let lead = p as usize % LINE;

@@ -145,8 +145,9 @@ where
 pub struct Sum;
 
 /// Rows at least this long (past the L2 cache) are summed as four streams read side by side:
-/// one sequential stream per core left memory bandwidth unused (sum of 16 M f32: 20 -> 28 GB/s
-/// at one thread, 35 -> 50 GB/s at two; PyTorch: 24 / 36).
+/// one sequential stream per core left memory bandwidth unused (sum of 16 M f32, AVX-512 EPYC,
+/// medians of noisy runs: ~20 -> 26-30 GB/s at one thread, ~35 -> 37-55 GB/s at two; PyTorch
+/// 24-25 / 36-39).
 const STREAMS_FROM: usize = 1 << 18;
 
 macro_rules! float_sum {
