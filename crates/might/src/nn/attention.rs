@@ -224,34 +224,25 @@ fn locate(src: &Source, offset: Option<usize>) -> Located {
 }
 
 fn fused_typed<T: Real>(src: Source, scale: f64, offset: Option<usize>) -> Result<Tensor> {
-    let src = match src {
+    match src {
         Source::Separate(q, k, v) => {
             let (q, k, v) = (rows_view(q)?, rows_view(k)?, rows_view(v)?);
-            return fused_on::<T>(
-                &[q.clone(), k.clone(), v.clone()],
-                Source::Separate(&q, &k, &v),
-                scale,
-                offset,
-            );
+            fused_on::<T>(Source::Separate(&q, &k, &v), scale, offset)
         }
-        Source::Packed(qkv, heads) => (rows_view(qkv)?, heads),
-    };
-    fused_on::<T>(
-        std::slice::from_ref(&src.0),
-        Source::Packed(&src.0, src.1),
-        scale,
-        offset,
-    )
+        Source::Packed(qkv, heads) => {
+            let qkv = rows_view(qkv)?;
+            fused_on::<T>(Source::Packed(&qkv, heads), scale, offset)
+        }
+    }
 }
 
-/// [`fused_typed`] once every operand has contiguous rows; `inputs` are the graph inputs (the
-/// three operands, or the packed one).
-fn fused_on<T: Real>(
-    inputs: &[Tensor],
-    src: Source,
-    scale: f64,
-    offset: Option<usize>,
-) -> Result<Tensor> {
+/// [`fused_typed`] once every operand has contiguous rows.
+fn fused_on<T: Real>(src: Source, scale: f64, offset: Option<usize>) -> Result<Tensor> {
+    // the graph inputs: the three operands, or the packed one
+    let inputs: Vec<Tensor> = match src {
+        Source::Separate(q, k, v) => vec![q.clone(), k.clone(), v.clone()],
+        Source::Packed(qkv, _) => vec![qkv.clone()],
+    };
     let Located { dm, lead, offs, rs } = locate(&src, offset);
     let packed = matches!(src, Source::Packed(..));
     let (groups, per_group) = grouping(&lead);

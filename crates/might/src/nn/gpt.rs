@@ -372,9 +372,10 @@ impl Gpt {
             }
         }
         // With a KV cache or dropout: q, k, v as [B, H, T, D] views of three products with
-        // thirds of c_attn (views of its weight and bias). One [.., 3C] product then `select`s computes the same, but each
-        // select's backward builds a zeroed [3, B, H, T, D] gradient and the engine adds the
-        // three: ~4 % of a training step, against a zero-padded [3C, C] weight grad here.
+        // thirds of c_attn (views of its weight and bias). One [.., 3C] product then
+        // `select`s computes the same, but each select's backward builds a zeroed
+        // [3, B, H, T, D] gradient and the engine adds the three: ~4 % of a training step,
+        // against a zero-padded [3C, C] weight grad here.
         let third = |i: usize| -> Result<Tensor> {
             let w = a.c_attn.weight.narrow(0, i * c, c)?;
             let bias = match &a.c_attn.bias {
