@@ -375,3 +375,69 @@ fn threaded_matmul_blocks_match_a_naive_product() -> Result<()> {
     might::set_num_threads(2);
     Ok(())
 }
+
+/// In-place updates whose source is broadcast or strided against a dense destination run
+/// row by row in the SIMD build, a single long row cut into parallel chunks: every element
+/// must get its own source value, below and above the threading threshold, on 1 and 2
+/// threads; a strided destination keeps the generic loop.
+#[test]
+fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element() -> Result<()> {
+    for threads in [1, 2] {
+        might::set_num_threads(threads);
+        for (r, c) in [(3usize, 5usize), (300, 257), (2, 40_001)] {
+            let n = r * c;
+            let base: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+            let t = |v: Vec<f32>, s: [usize; 2]| Tensor::from_vec(v, s);
+            // a scalar broadcast over everything: one long row
+            let a = t(base.clone(), [r, c])?;
+            a.affine_(0.5, 1.0)?;
+            let want: Vec<f32> = base.iter().map(|x| x * 0.5 + 1.0).collect();
+            assert_eq!(
+                a.to_vec::<f32>()?,
+                want,
+                "affine_ {r}x{c}, {threads} threads"
+            );
+            // a row vector broadcast down the rows (source stride 1 along each row)
+            let a = t(base.clone(), [r, c])?;
+            let row: Vec<f32> = (0..c).map(|j| j as f32).collect();
+            a.add_(&Tensor::from_vec(row, [c])?)?;
+            let want: Vec<f32> = (0..n).map(|i| base[i] + (i % c) as f32).collect();
+            assert_eq!(
+                a.to_vec::<f32>()?,
+                want,
+                "row add_ {r}x{c}, {threads} threads"
+            );
+            // a column broadcast along each row (source stride 0)
+            let a = t(base.clone(), [r, c])?;
+            let col: Vec<f32> = (0..r).map(|i| i as f32 + 2.0).collect();
+            a.mul_(&Tensor::from_vec(col, [r, 1])?)?;
+            let want: Vec<f32> = (0..n).map(|i| base[i] * ((i / c) as f32 + 2.0)).collect();
+            assert_eq!(
+                a.to_vec::<f32>()?,
+                want,
+                "col mul_ {r}x{c}, {threads} threads"
+            );
+            // a transposed source (stride r along each destination row)
+            let a = t(base.clone(), [r, c])?;
+            let src: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+            a.add_(&t(src.clone(), [c, r])?.t()?)?;
+            let want: Vec<f32> = (0..n).map(|i| base[i] + src[(i % c) * r + i / c]).collect();
+            assert_eq!(
+                a.to_vec::<f32>()?,
+                want,
+                "strided add_ {r}x{c}, {threads} threads"
+            );
+            // a strided destination (a transposed view), scalar source
+            let a = t(base.clone(), [c, r])?;
+            a.t()?.affine_(2.0, -1.0)?;
+            let want: Vec<f32> = base.iter().map(|x| x * 2.0 - 1.0).collect();
+            assert_eq!(
+                a.to_vec::<f32>()?,
+                want,
+                "view affine_ {c}x{r}, {threads} threads"
+            );
+        }
+    }
+    might::set_num_threads(1);
+    Ok(())
+}

@@ -440,9 +440,9 @@ impl Tensor {
         match (a.cpu_mut(), b.cpu()) {
             (S::F32(u), S::F32(v)) => {
                 let al = alpha as f32;
-                assign_map(u, &dl, v, &ol, |x, y| x + al * y)
+                assign_map(u, &dl, v, &ol, move |x, y| x + al * y)
             }
-            (S::F64(u), S::F64(v)) => assign_map(u, &dl, v, &ol, |x, y| x + alpha * y),
+            (S::F64(u), S::F64(v)) => assign_map(u, &dl, v, &ol, move |x, y| x + alpha * y),
             _ => {
                 drop((a, b));
                 return self.add_(&other.mul_scalar(alpha)?);
@@ -501,9 +501,9 @@ impl Tensor {
         match (a.cpu_mut(), b.cpu()) {
             (S::F32(u), S::F32(v)) => {
                 let (m, c) = (mul as f32, add as f32);
-                assign_map(u, &dl, v, &ol, |x, _| x * m + c)
+                assign_map(u, &dl, v, &ol, move |x, _| x * m + c)
             }
-            (S::F64(u), S::F64(v)) => assign_map(u, &dl, v, &ol, |x, _| x * mul + add),
+            (S::F64(u), S::F64(v)) => assign_map(u, &dl, v, &ol, move |x, _| x * mul + add),
             _ => {
                 drop((a, b));
                 let r = self.detach().affine(mul, add)?;

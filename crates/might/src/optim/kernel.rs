@@ -135,9 +135,12 @@ fn drive<T: Real, K: Kernel>(p: &Tensor, g: &Tensor, st: &mut ParamState, k: &K)
 /// trajectories agree bit for bit in the common case).
 #[inline(always)]
 pub(crate) fn lerp<T: Real>(a: T, b: T, w: T) -> T {
+    // both forms, then a select: a branch here kept the optimizer loops from vectorising
+    let lo = a + w * (b - a);
+    let hi = b - (b - a) * (T::of(1.0) - w);
     if w < T::of(0.5) {
-        a + w * (b - a)
+        lo
     } else {
-        b - (b - a) * (T::of(1.0) - w)
+        hi
     }
 }

@@ -188,10 +188,14 @@ where
 
 /// In place: `dst[i] = f(dst[i], src[i])` with `src` broadcast to `dst`'s layout.
 /// `dst`'s layout must not overlap itself (checked by the caller).
+///
+/// `f` is `Copy` so each SIMD loop moves in its own copy: a closure reached through a
+/// reference had its captured factors reloaded every element (LLVM could not prove the
+/// output stores leave them alone), which kept `affine_` scalar.
 pub fn assign_map<T, F>(dst: &mut [T], dl: &Layout, src: &[T], sl: &Layout, f: F)
 where
     T: Copy + Send + Sync,
-    F: Fn(T, T) -> T + Sync,
+    F: Fn(T, T) -> T + Sync + Copy,
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (dl.contiguous_range(), sl.contiguous_range()) {
         let (d, s) = (&mut dst[a0..a1], &src[b0..b1]);
@@ -199,13 +203,54 @@ where
             let s = &s[off..off + d.len()];
             simd::run(
                 #[inline(always)]
-                || {
+                move || {
                     for (y, &x) in d.iter_mut().zip(s) {
                         *y = f(*y, x);
                     }
                 },
             )
         });
+        return;
+    }
+    if let Some((a0, a1)) = dl.contiguous_range() {
+        // A dense `dst` with a broadcast or strided `src` (`x.mul_(&scale)`, `affine_`, a bias
+        // added in place): walk `src` row by row in `dst`'s order, in the SIMD build and in
+        // parallel like the allocating kernels. (The generic loop below ran these scalar and
+        // on one thread: scaling a small GPT's gradients took ~0.6 ms.)
+        let d = &mut dst[a0..a1];
+        let plan = RowPlan::new(sl.dims(), [sl.strides()]);
+        let [ss] = plan.inner;
+        let row = |o: &mut [T], s0: usize| {
+            simd::run(
+                #[inline(always)]
+                move || match ss {
+                    0 => {
+                        let x = src[s0];
+                        for y in o.iter_mut() {
+                            *y = f(*y, x);
+                        }
+                    }
+                    1 => {
+                        let n = o.len();
+                        for (y, &x) in o.iter_mut().zip(&src[s0..s0 + n]) {
+                            *y = f(*y, x);
+                        }
+                    }
+                    _ => {
+                        for (j, y) in o.iter_mut().enumerate() {
+                            *y = f(*y, src[s0 + j * ss]);
+                        }
+                    }
+                },
+            )
+        };
+        if plan.rows == 1 {
+            // one long row (e.g. a scalar broadcast over everything): cut it into chunks
+            let s0 = sl.offset();
+            for_chunks(d, |off, o| row(o, s0 + off * ss));
+        } else {
+            fill_rows(d, &plan, [sl.offset()], |o, [s0]| row(o, s0));
+        }
         return;
     }
     let plan = RowPlan::new(dl.dims(), [dl.strides(), sl.strides()]);
