@@ -23,13 +23,13 @@ macro_rules! map_float {
         let s = t.storage();
         let l = t.layout();
         let out = match s.cpu() {
-            S::F32(v) => S::F32(unary_map(v, l, |$x: f32| $body)),
-            S::F64(v) => S::F64(unary_map(v, l, |$x: f64| $body)),
-            S::F16(v) => S::F16(unary_map(v, l, |x: half::f16| {
+            S::F32(v) => S::F32(unary_map(v, l, move |$x: f32| $body)),
+            S::F64(v) => S::F64(unary_map(v, l, move |$x: f64| $body)),
+            S::F16(v) => S::F16(unary_map(v, l, move |x: half::f16| {
                 let $x = x.to_f32();
                 half::f16::from_f32($body)
             })),
-            S::BF16(v) => S::BF16(unary_map(v, l, |x: half::bf16| {
+            S::BF16(v) => S::BF16(unary_map(v, l, move |x: half::bf16| {
                 let $x = x.to_f32();
                 half::bf16::from_f32($body)
             })),
@@ -55,20 +55,28 @@ macro_rules! zip_float {
         let bl = b.layout().broadcast_as($op, &shape)?;
         let (sa, sb) = (a.storage(), b.storage());
         let out = match (sa.cpu(), sb.cpu()) {
-            (S::F32(u), S::F32(v)) => S::F32(binary_map(u, &al, v, &bl, |$x: f32, $y: f32| $body)),
-            (S::F64(u), S::F64(v)) => S::F64(binary_map(u, &al, v, &bl, |$x: f64, $y: f64| $body)),
-            (S::F16(u), S::F16(v)) => {
-                S::F16(binary_map(u, &al, v, &bl, |x: half::f16, y: half::f16| {
+            (S::F32(u), S::F32(v)) => {
+                S::F32(binary_map(u, &al, v, &bl, move |$x: f32, $y: f32| $body))
+            }
+            (S::F64(u), S::F64(v)) => {
+                S::F64(binary_map(u, &al, v, &bl, move |$x: f64, $y: f64| $body))
+            }
+            (S::F16(u), S::F16(v)) => S::F16(binary_map(
+                u,
+                &al,
+                v,
+                &bl,
+                move |x: half::f16, y: half::f16| {
                     let ($x, $y) = (x.to_f32(), y.to_f32());
                     half::f16::from_f32($body)
-                }))
-            }
+                },
+            )),
             (S::BF16(u), S::BF16(v)) => S::BF16(binary_map(
                 u,
                 &al,
                 v,
                 &bl,
-                |x: half::bf16, y: half::bf16| {
+                move |x: half::bf16, y: half::bf16| {
                     let ($x, $y) = (x.to_f32(), y.to_f32());
                     half::bf16::from_f32($body)
                 },

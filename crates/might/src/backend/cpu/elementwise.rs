@@ -55,7 +55,7 @@ pub fn unary_map<T, U, F>(src: &[T], layout: &Layout, f: F) -> Vec<U>
 where
     T: Copy + Sync,
     U: Copy + Send + Sync + Default + 'static,
-    F: Fn(T) -> U + Sync,
+    F: Fn(T) -> U + Sync + Copy,
 {
     if let Some((a, b)) = layout.contiguous_range() {
         let s = &src[a..b];
@@ -64,7 +64,7 @@ where
             let s = &s[off..off + o.len()];
             simd::run(
                 #[inline(always)]
-                || {
+                move || {
                     for (y, &x) in o.iter_mut().zip(s) {
                         *y = f(x);
                     }
@@ -96,7 +96,7 @@ pub fn binary_map<T, U, F>(lhs: &[T], ll: &Layout, rhs: &[T], rl: &Layout, f: F)
 where
     T: Copy + Sync,
     U: Copy + Send + Sync + Default + 'static,
-    F: Fn(T, T) -> U + Sync,
+    F: Fn(T, T) -> U + Sync + Copy,
 {
     if let (Some((a0, a1)), Some((b0, b1))) = (ll.contiguous_range(), rl.contiguous_range()) {
         let (l, r) = (&lhs[a0..a1], &rhs[b0..b1]);
@@ -106,7 +106,7 @@ where
             let (l, r) = (&l[off..off + n], &r[off..off + n]);
             simd::run(
                 #[inline(always)]
-                || {
+                move || {
                     for ((y, &a), &b) in o.iter_mut().zip(l).zip(r) {
                         *y = f(a, b);
                     }
