@@ -166,3 +166,50 @@ fn softmax_kernels_match_f64() -> Result<()> {
     }
     Ok(())
 }
+
+/// While training, GELU keeps the derivative computed in its forward pass (no `x`): the
+/// output must be bit for bit the inference one, and the gradient that of the f64 GELU.
+#[test]
+fn gelu_training_path_matches_inference_and_f64_gradient() -> Result<()> {
+    might::manual_seed(5);
+    for threads in [1, 2] {
+        might::set_num_threads(threads);
+        // above the threading threshold, with values out into both tails
+        let x = Tensor::randn([70_001], DType::F32)?.mul_scalar(5.0)?;
+        let g = Tensor::randn([70_001], DType::F32)?;
+        let inference = {
+            let _ng = might::no_grad();
+            x.gelu()?
+        };
+        let xr = x.detach().with_requires_grad();
+        let y = xr.gelu()?;
+        same_bits(&y, &inference, "gelu (training)")?;
+        y.backward_with_grad(&g)?;
+        let got = xr.grad().unwrap().to_vec::<f32>()?;
+        // reference: g · a central difference of the f64 inference GELU (error ~1e-10)
+        let want = {
+            let _ng = might::no_grad();
+            let (x64, h) = (x.to_dtype(DType::F64)?, 1e-5);
+            let slope = x64
+                .add_scalar(h)?
+                .gelu()?
+                .sub(&x64.sub_scalar(h)?.gelu()?)?
+                .div_scalar(2.0 * h)?;
+            slope.mul(&g.to_dtype(DType::F64)?)?.to_vec::<f64>()?
+        };
+        let (xs, gs) = (x.to_vec::<f32>()?, g.to_vec::<f32>()?);
+        for i in 0..got.len() {
+            // ≤ 5 ulp of the derivative's larger term (≤ 1.1 here) times |g|, plus the product
+            let tol = 2e-6 * gs[i].abs() as f64 + 1e-6 * want[i].abs();
+            assert!(
+                (got[i] as f64 - want[i]).abs() <= tol,
+                "gelu grad at x = {:e}: {:e} vs {:e}",
+                xs[i],
+                got[i],
+                want[i]
+            );
+        }
+    }
+    might::set_num_threads(1);
+    Ok(())
+}

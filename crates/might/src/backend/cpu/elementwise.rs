@@ -5,6 +5,7 @@
 use super::strided::RowPlan;
 use super::{pool, simd, threads};
 use crate::Layout;
+use std::sync::Mutex;
 
 /// Elements per parallel task of the contiguous fast paths.
 const PAR_CHUNK: usize = 1 << 14;
@@ -89,6 +90,43 @@ where
         }
     });
     out
+}
+
+/// `(out1[i], out2[i]) = f(src[i])` for a contiguous `src`: two results of one evaluation
+/// (an activation and its derivative), each into its own buffer.
+pub fn unary_map2<T, U, F>(src: &[T], f: F) -> (Vec<U>, Vec<U>)
+where
+    T: Copy + Sync,
+    U: Copy + Send + Sync + Default + 'static,
+    F: Fn(T) -> (U, U) + Sync + Copy,
+{
+    let mut o1 = pool::output::<U>(src.len());
+    let mut o2 = pool::output::<U>(src.len());
+    let run = |off: usize, y1: &mut [U], y2: &mut [U]| {
+        let s = &src[off..off + y1.len()];
+        simd::run(
+            #[inline(always)]
+            move || {
+                for ((p, q), &x) in y1.iter_mut().zip(y2.iter_mut()).zip(s) {
+                    (*p, *q) = f(x);
+                }
+            },
+        )
+    };
+    if threads::parallel(src.len()) {
+        let pieces: Vec<Mutex<(&mut [U], &mut [U])>> = o1
+            .chunks_mut(PAR_CHUNK)
+            .zip(o2.chunks_mut(PAR_CHUNK))
+            .map(Mutex::new)
+            .collect();
+        threads::run(pieces.len(), |i| {
+            let (p, q) = &mut *pieces[i].lock().unwrap();
+            run(i * PAR_CHUNK, p, q)
+        });
+    } else {
+        run(0, &mut o1, &mut o2);
+    }
+    (o1, o2)
 }
 
 /// `out[i] = f(lhs[i], rhs[i])`; both layouts already broadcast to the output shape.

@@ -160,15 +160,33 @@ fn gauss_tail(x: f32) -> (f32, f32) {
 #[inline(always)]
 pub fn gelu(x: f32) -> f32 {
     let (e, g) = gauss_tail(x);
-    let neg = (x * g) * e;
-    let pos = x * (1.0 - e * g);
-    sel(x < 0.0, neg, pos)
+    gelu_from(x, e, g)
 }
 
 /// Derivative of [`gelu`]: `Φ(x) + x·φ(x)`.
 #[inline(always)]
 pub fn gelu_grad(x: f32) -> f32 {
     let (e, g) = gauss_tail(x);
+    gelu_grad_from(x, e, g)
+}
+
+/// `(gelu(x), gelu_grad(x))` from one evaluation of the Gaussian factor and tail, bit for
+/// bit what the two functions return (training keeps the derivative from the forward pass).
+#[inline(always)]
+pub fn gelu_and_grad(x: f32) -> (f32, f32) {
+    let (e, g) = gauss_tail(x);
+    (gelu_from(x, e, g), gelu_grad_from(x, e, g))
+}
+
+#[inline(always)]
+fn gelu_from(x: f32, e: f32, g: f32) -> f32 {
+    let neg = (x * g) * e;
+    let pos = x * (1.0 - e * g);
+    sel(x < 0.0, neg, pos)
+}
+
+#[inline(always)]
+fn gelu_grad_from(x: f32, e: f32, g: f32) -> f32 {
     let xp = x * FRAC_1_SQRT_2PI;
     let neg = e * (g + xp);
     let pos = 1.0 + e * (xp - g);

@@ -236,3 +236,22 @@ fn dispatched_loop_matches_plain_loop_bitwise() {
     check_dispatch!(&xs, "silu", |x| x * sigmoid(x));
     check_dispatch!(&xs, "affine", |x| x * 1.7 + 0.3);
 }
+
+#[test]
+fn gelu_and_grad_returns_gelu_and_gelu_grad_bitwise() {
+    let mut xs = inputs(-15.0, 10.0, 1_000_000);
+    xs.extend([
+        0.0,
+        -0.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -200.0,
+        200.0,
+    ]);
+    for x in xs {
+        let (y, d) = gelu_and_grad(x);
+        assert_eq!(y.to_bits(), gelu(x).to_bits(), "gelu({x:e})");
+        assert_eq!(d.to_bits(), gelu_grad(x).to_bits(), "gelu_grad({x:e})");
+    }
+}
