@@ -441,3 +441,79 @@ fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element() -> Resul
     might::set_num_threads(1);
     Ok(())
 }
+
+/// Comparisons run one straight loop per operator (IEEE: NaN compares false, so `ne` is
+/// true), and `where` / `masked_fill` take straight loops for dense rows and a broadcast
+/// scalar, a single long row cut into parallel chunks: every element must match a plain
+/// evaluation, NaN included, on 1 and 2 threads, small and past the threading threshold.
+#[test]
+fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
+    for threads in [1, 2] {
+        might::set_num_threads(threads);
+        for n in [7usize, 100_003] {
+            let xs: Vec<f32> = (0..n)
+                .map(|i| {
+                    if i % 11 == 3 {
+                        f32::NAN
+                    } else {
+                        (i % 5) as f32 - 2.0
+                    }
+                })
+                .collect();
+            let ys: Vec<f32> = (0..n).map(|i| (i % 3) as f32 - 1.0).collect();
+            let (x, y) = (
+                Tensor::from_vec(xs.clone(), [n])?,
+                Tensor::from_vec(ys.clone(), [n])?,
+            );
+            type Ops = [(
+                &'static str,
+                fn(&Tensor, &Tensor) -> Result<Tensor>,
+                fn(f32, f32) -> bool,
+            ); 6];
+            let ops: Ops = [
+                ("eq", |a, b| a.eq(b), |a, b| a == b),
+                ("ne", |a, b| a.ne(b), |a, b| a != b),
+                ("lt", |a, b| a.lt(b), |a, b| a < b),
+                ("le", |a, b| a.le(b), |a, b| a <= b),
+                ("gt", |a, b| a.gt(b), |a, b| a > b),
+                ("ge", |a, b| a.ge(b), |a, b| a >= b),
+            ];
+            for (name, op, plain) in ops {
+                let got = op(&x, &y)?.to_vec::<bool>()?;
+                let want: Vec<bool> = xs.iter().zip(&ys).map(|(&a, &b)| plain(a, b)).collect();
+                assert_eq!(got, want, "{name}, n = {n}, {threads} threads");
+                // a broadcast scalar on the right
+                let got = op(&x, &Tensor::new(&[0f32]))?.to_vec::<bool>()?;
+                let want: Vec<bool> = xs.iter().map(|&a| plain(a, 0.0)).collect();
+                assert_eq!(got, want, "{name} scalar, n = {n}, {threads} threads");
+            }
+            let mask = x.gt_scalar(0.0)?;
+            let m: Vec<bool> = xs.iter().map(|&a| a > 0.0).collect();
+            // masked_fill: a scalar broadcast between two dense operands
+            let got = y.masked_fill(&mask, 9.0)?.to_vec::<f32>()?;
+            let want: Vec<f32> = (0..n).map(|i| if m[i] { 9.0 } else { ys[i] }).collect();
+            assert_eq!(got, want, "masked_fill, n = {n}, {threads} threads");
+            // where with every operand dense, then with a scalar on the false side
+            let got = Tensor::where_(&mask, &y, &x)?.to_vec::<f32>()?;
+            for i in 0..n {
+                let w = if m[i] { ys[i] } else { xs[i] };
+                assert!(got[i] == w || (got[i].is_nan() && w.is_nan()), "where[{i}]");
+            }
+            let got = Tensor::where_(&mask, &y, &Tensor::new(&[-5f32]))?.to_vec::<f32>()?;
+            let want: Vec<f32> = (0..n).map(|i| if m[i] { ys[i] } else { -5.0 }).collect();
+            assert_eq!(got, want, "where scalar, n = {n}, {threads} threads");
+            // a strided operand keeps the indexed loop
+            let xt = Tensor::from_vec(xs.clone(), [1, n])?.t()?.reshape([n])?;
+            let got = Tensor::where_(&mask, &xt, &y)?.to_vec::<f32>()?;
+            for i in 0..n {
+                let w = if m[i] { xs[i] } else { ys[i] };
+                assert!(
+                    got[i] == w || (got[i].is_nan() && w.is_nan()),
+                    "strided where[{i}]"
+                );
+            }
+        }
+    }
+    might::set_num_threads(1);
+    Ok(())
+}

@@ -229,6 +229,17 @@ macro_rules! dispatch_binop {
     };
 }
 
+/// The six comparison operators (`compare` runs one loop per operator).
+#[derive(Clone, Copy)]
+enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
 impl Tensor {
     /// Forward of a broadcasting arithmetic op (no autograd).
     #[track_caller]
@@ -516,24 +527,25 @@ impl Tensor {
     // ---- comparisons, where, masked_fill ----
 
     #[track_caller]
-    fn compare(
-        &self,
-        rhs: &Tensor,
-        name: &str,
-        f: fn(std::cmp::Ordering) -> bool,
-    ) -> Result<Tensor> {
+    fn compare(&self, rhs: &Tensor, name: &str, op: Cmp) -> Result<Tensor> {
         self.check_same_dtype(name, rhs)?;
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
         let ll = self.layout().broadcast_as(name, &shape)?;
         let rl = rhs.layout().broadcast_as(name, &shape)?;
         let (a, b) = (self.storage(), rhs.storage());
-        // NaN compares false to everything (so `ne` is true), as in IEEE
+        // One loop per operator with the comparison written out, so it vectorises (through a
+        // function pointer on `Ordering` it ran ~40x slower than `relu`). The IEEE operators
+        // make NaN compare false to everything, so `ne` is true.
         macro_rules! cmp {
             ($u:expr, $v:expr) => {
-                binary_map($u, &ll, $v, &rl, |x, y| match x.partial_cmp(&y) {
-                    Some(o) => f(o),
-                    None => name == "ne",
-                })
+                match op {
+                    Cmp::Eq => binary_map($u, &ll, $v, &rl, |x, y| x == y),
+                    Cmp::Ne => binary_map($u, &ll, $v, &rl, |x, y| x != y),
+                    Cmp::Lt => binary_map($u, &ll, $v, &rl, |x, y| x < y),
+                    Cmp::Le => binary_map($u, &ll, $v, &rl, |x, y| x <= y),
+                    Cmp::Gt => binary_map($u, &ll, $v, &rl, |x, y| x > y),
+                    Cmp::Ge => binary_map($u, &ll, $v, &rl, |x, y| x >= y),
+                }
             };
         }
         let out = match (a.cpu(), b.cpu()) {
@@ -553,32 +565,32 @@ impl Tensor {
     /// `self == rhs` as a bool mask.
     #[track_caller]
     pub fn eq(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.compare(rhs, "eq", |o| o.is_eq())
+        self.compare(rhs, "eq", Cmp::Eq)
     }
     /// `self != rhs` as a bool mask.
     #[track_caller]
     pub fn ne(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.compare(rhs, "ne", |o| o.is_ne())
+        self.compare(rhs, "ne", Cmp::Ne)
     }
     /// `self < rhs` as a bool mask.
     #[track_caller]
     pub fn lt(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.compare(rhs, "lt", |o| o.is_lt())
+        self.compare(rhs, "lt", Cmp::Lt)
     }
     /// `self <= rhs` as a bool mask.
     #[track_caller]
     pub fn le(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.compare(rhs, "le", |o| o.is_le())
+        self.compare(rhs, "le", Cmp::Le)
     }
     /// `self > rhs` as a bool mask.
     #[track_caller]
     pub fn gt(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.compare(rhs, "gt", |o| o.is_gt())
+        self.compare(rhs, "gt", Cmp::Gt)
     }
     /// `self >= rhs` as a bool mask.
     #[track_caller]
     pub fn ge(&self, rhs: &Tensor) -> Result<Tensor> {
-        self.compare(rhs, "ge", |o| o.is_ge())
+        self.compare(rhs, "ge", Cmp::Ge)
     }
 
     /// Scalar comparisons: `x.gt_scalar(0.0)`.
