@@ -517,3 +517,64 @@ fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
     might::set_num_threads(1);
     Ok(())
 }
+
+/// Transposed views are copied in tiles: every element must land in its place for shapes
+/// that are not multiples of the tile, batches of matrices, views with an offset, other
+/// dtypes, on 1 and 2 threads (the large cases cross the threading threshold).
+#[test]
+fn transposed_views_copy_to_the_right_places() -> Result<()> {
+    for threads in [1, 2] {
+        might::set_num_threads(threads);
+        for dims in [
+            [1usize, 16, 16],
+            [1, 17, 33],
+            [3, 40, 9],
+            [2, 300, 257],
+            [5, 64, 130],
+        ] {
+            let [b, r, c] = dims;
+            let n = b * r * c;
+            let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            let a = Tensor::from_vec(v, [b, r, c])?;
+            let t = a.transpose(1, 2)?.contiguous()?; // [b, c, r]
+            let got = t.to_vec::<f32>()?;
+            for bi in 0..b {
+                for j in 0..c {
+                    for i in 0..r {
+                        let want = (bi * r * c + i * c + j) as f32;
+                        assert_eq!(
+                            got[(bi * c + j) * r + i],
+                            want,
+                            "{dims:?} {threads} threads"
+                        );
+                    }
+                }
+            }
+            // a view with an offset (skip the first row and column), then transposed
+            if r > 2 && c > 2 {
+                let s = a
+                    .narrow(1, 1, r - 1)?
+                    .narrow(2, 2, c - 2)?
+                    .transpose(1, 2)?;
+                let got = s.contiguous()?.to_vec::<f32>()?;
+                let (rr, cc) = (r - 1, c - 2);
+                for bi in 0..b {
+                    for j in 0..cc {
+                        for i in 0..rr {
+                            let want = (bi * r * c + (i + 1) * c + j + 2) as f32;
+                            assert_eq!(got[(bi * cc + j) * rr + i], want, "narrowed {dims:?}");
+                        }
+                    }
+                }
+            }
+        }
+        let m = Tensor::from_vec((0..40 * 70).map(|i| i as i64).collect::<Vec<_>>(), [40, 70])?;
+        let got = m.t()?.contiguous()?.to_vec::<i64>()?;
+        for (k, &g) in got.iter().enumerate() {
+            let (j, i) = (k / 40, k % 40);
+            assert_eq!(g, (i * 70 + j) as i64, "i64");
+        }
+    }
+    might::set_num_threads(1);
+    Ok(())
+}

@@ -356,5 +356,8 @@ pub fn copy_contiguous<T: Copy + Send + Sync + Default + 'static>(
     if let Some((a, b)) = layout.contiguous_range() {
         return pool::copied(&src[a..b]);
     }
+    if let Some(out) = super::transpose::transposed_copy(src, layout) {
+        return out;
+    }
     unary_map(src, layout, |x| x)
 }

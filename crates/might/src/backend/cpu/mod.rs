@@ -17,6 +17,7 @@ pub mod simd;
 pub mod strided;
 pub mod team;
 pub mod threads;
+pub mod transpose;
 pub mod vmath;
 pub mod wsum;
 
