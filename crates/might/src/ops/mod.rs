@@ -12,7 +12,8 @@ pub mod softmax;
 pub mod unary;
 
 /// Map every element of a float tensor with a closure written once for all float types
-/// (`f16`/`bf16` compute through `f32`). Evaluates to `Result<Tensor>`.
+/// (`f16`/`bf16` compute through `f32`). Evaluates to `Result<Tensor>`. The closure captures
+/// by value (see `backend::cpu::elementwise` for why).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! map_float {

@@ -291,10 +291,10 @@ impl Tensor {
     /// GELU, exact form `x * Φ(x)` (PyTorch's default).
     ///
     /// While recording for autograd (f32, f64) the derivative comes out of the same
-    /// evaluation, since both need `e^{-x²/2}` and the Gaussian tail ratio, and is kept in
-    /// place of `x`: the backward is one multiply and memory stays the same. (Evaluating the
-    /// derivative again in the backward cost as much as the forward: ~2 ms of a small GPT's
-    /// training step at one thread.)
+    /// evaluation, since both need `e^{-x²/2}` and the Gaussian tail ratio: the backward is
+    /// one multiply. (Evaluating the derivative again in the backward cost as much as the
+    /// forward: ~2 ms of a small GPT's training step at one thread.) The price is one more
+    /// buffer of the input's size while the graph lives (char-GPT peak RSS +8 MB).
     #[track_caller]
     pub fn gelu(&self) -> Result<Tensor> {
         let fused = crate::autograd::is_grad_enabled()

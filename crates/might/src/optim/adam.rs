@@ -67,7 +67,9 @@ impl Kernel for AdamKernel {
         let (eps, l2, decay) = (T::of(self.eps), T::of(self.l2), T::of(self.decay));
         let (has_l2, has_decay) = (self.l2 != 0.0, self.decay != 1.0);
         // In the widest SIMD build (sqrt and division are exact, so every build rounds
-        // alike): the baseline 4-lane build made AdamW ~1 ms of a small GPT's step.
+        // alike), the per-parameter choices as selects: with a branch per element the loop
+        // stayed scalar. A small GPT's 0.8 M parameters at 2 threads: 650 -> 530 us (one
+        // thread is memory-bound either way, ~0.85 ms).
         simd::run(
             #[inline(always)]
             || match s {

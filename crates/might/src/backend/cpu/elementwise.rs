@@ -1,6 +1,12 @@
 //! Elementwise kernels: map one, two or three strided inputs into a fresh contiguous output, or
 //! update a strided output in place. The per-element function is passed in, so allocating and
 //! in-place variants of an op share the same arithmetic.
+//!
+//! The function is `Copy` and each SIMD loop moves in its own copy (callers write `move`
+//! closures, so factors are captured by value): a closure reached through a reference had its
+//! captured values reloaded every element, since LLVM could not prove the output stores leave
+//! them alone, and the loop stayed scalar (`mul_scalar`, `clamp`, `affine_`: 6-12x slower
+//! than `relu`).
 
 use super::strided::RowPlan;
 use super::{pool, simd, threads};
@@ -266,10 +272,6 @@ where
 
 /// In place: `dst[i] = f(dst[i], src[i])` with `src` broadcast to `dst`'s layout.
 /// `dst`'s layout must not overlap itself (checked by the caller).
-///
-/// `f` is `Copy` so each SIMD loop moves in its own copy: a closure reached through a
-/// reference had its captured factors reloaded every element (LLVM could not prove the
-/// output stores leave them alone), which kept `affine_` scalar.
 pub fn assign_map<T, F>(dst: &mut [T], dl: &Layout, src: &[T], sl: &Layout, f: F)
 where
     T: Copy + Send + Sync,
@@ -322,13 +324,7 @@ where
                 },
             )
         };
-        if plan.rows == 1 {
-            // one long row (e.g. a scalar broadcast over everything): cut it into chunks
-            let s0 = sl.offset();
-            for_chunks(d, |off, o| row(o, s0 + off * ss));
-        } else {
-            fill_rows(d, &plan, [sl.offset()], |o, [s0]| row(o, s0));
-        }
+        fill_rows(d, &plan, [sl.offset()], |o, [s0]| row(o, s0));
         return;
     }
     let plan = RowPlan::new(dl.dims(), [dl.strides(), sl.strides()]);
