@@ -323,21 +323,21 @@ impl Tensor {
         let x = self.detach().contiguous()?;
         let (a, b) = x.layout().contiguous_range().expect("made contiguous");
         let s = x.storage();
+        // one evaluation per element, both results
+        fn pair<T: FloatExt + Sync + Send + Default + 'static>(v: &[T]) -> (Vec<T>, Vec<T>) {
+            unary_map2(
+                v,
+                #[inline(always)]
+                |x: T| x.gelu_and_grad_(),
+            )
+        }
         let (y, d) = match s.cpu() {
             S::F32(v) => {
-                let (y, d) = unary_map2(
-                    &v[a..b],
-                    #[inline(always)]
-                    |x: f32| x.gelu_and_grad_(),
-                );
+                let (y, d) = pair(&v[a..b]);
                 (S::F32(y), S::F32(d))
             }
             S::F64(v) => {
-                let (y, d) = unary_map2(
-                    &v[a..b],
-                    #[inline(always)]
-                    |x: f64| x.gelu_and_grad_(),
-                );
+                let (y, d) = pair(&v[a..b]);
                 (S::F64(y), S::F64(d))
             }
             _ => unreachable!("gelu_with_grad: f32 and f64 only"),

@@ -56,7 +56,13 @@ pub fn transposed_copy<T: Copy + Send + Sync + Default + 'static>(
     if plane == 0 {
         return Some(out);
     }
-    let tasks_per_plane = rows.div_ceil(TILE);
+    // one matrix, TILE rows at a time
+    let whole = |b: usize, o: &mut [T]| {
+        let at = base(b);
+        for (t, o) in o.chunks_mut(TILE * cols).enumerate() {
+            block(o, at, t * TILE);
+        }
+    };
     if threads::parallel(out.len()) && batch < 2 * threads::get_num_threads() {
         // few matrices: blocks of TILE rows of each, on the kernel threads
         for (b, o) in out.chunks_mut(plane).enumerate() {
@@ -64,19 +70,10 @@ pub fn transposed_copy<T: Copy + Send + Sync + Default + 'static>(
             threads::for_each_chunk(o, TILE * cols, |t, o| block(o, at, t * TILE));
         }
     } else if threads::parallel(out.len()) {
-        threads::for_each_chunk(&mut out, plane, |b, o| {
-            let at = base(b);
-            for (t, o) in o.chunks_mut(TILE * cols).enumerate() {
-                block(o, at, t * TILE);
-            }
-        });
+        threads::for_each_chunk(&mut out, plane, whole);
     } else {
         for (b, o) in out.chunks_mut(plane).enumerate() {
-            let at = base(b);
-            for t in 0..tasks_per_plane {
-                let rows_here = TILE.min(rows - t * TILE);
-                block(&mut o[t * TILE * cols..][..rows_here * cols], at, t * TILE);
-            }
+            whole(b, o);
         }
     }
     Some(out)
