@@ -76,7 +76,7 @@ fn gemm_one<T: GemmDType>(
     // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
     // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
     let own = own_kernel::<T>((m, n, k), a, b);
-    if !own && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
+    if own == Own::Crate && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
         let mut t = vec![T::ZERO; m * n];
         let wa = Operand {
             off: b.off,
@@ -108,7 +108,7 @@ fn gemm_one<T: GemmDType>(
         bias: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
     };
     // (not where the dot kernel takes the whole product: it needs the whole inner dimension)
-    if threads >= 2 && k >= 512 && m * n <= 128 * k && !own {
+    if threads >= 2 && k >= 512 && m * n <= 128 * k && own != Own::Dot {
         return split_inner(&tile, (m, n, k), dst, threads);
     }
     let parts = threads.min(if n >= m {
@@ -126,7 +126,14 @@ fn gemm_one<T: GemmDType>(
     // 1.5x faster on the thin shapes of small models (e.g. [64, 784] @ [784, 128]), whose
     // k-loop it does not split. Cut across the longer side: every block re-packs the operand
     // it shares with the others, and that one is the smaller.
-    let (len, align) = if n >= m { (n, 8) } else { (m, 16) };
+    // (columns in whole 16-float vectors for the outer kernel: one masked tail per block)
+    let (len, align) = if n < m {
+        (m, 16)
+    } else if own == Own::Outer {
+        (n, 16)
+    } else {
+        (n, 8)
+    };
     let step = len.div_ceil(parts).div_ceil(align) * align;
     let tile = &tile;
     // SAFETY (both calls): the blocks are disjoint ranges of rows or columns of `dst`, inside
@@ -211,11 +218,27 @@ fn split_inner<T: GemmDType>(
     }
 }
 
-/// Whether this block of a product runs on our AVX-512 dot kernel ([`sgemm::dot`]) rather
-/// than the `gemm` crate: f32, and the layout and sizes [`sgemm::suits`] names.
-fn own_kernel<T: 'static>((m, n, k): (usize, usize, usize), a: Operand, b: Operand) -> bool {
-    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
-        && sgemm::suits(m, n, k, (a.rs, a.cs), (b.rs, b.cs))
+/// Which of our own AVX-512 kernels runs this block of a product instead of the `gemm`
+/// crate (f32 only, the layouts and sizes each kernel's `suits` names).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Own {
+    Crate,
+    /// [`sgemm::dot`]: rows of `a` and columns of `b` contiguous, long inner dimension.
+    Dot,
+    /// [`sgemm::outer`]: columns of `a` and rows of `b` contiguous, short inner dimension.
+    Outer,
+}
+
+fn own_kernel<T: 'static>((m, n, k): (usize, usize, usize), a: Operand, b: Operand) -> Own {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        Own::Crate
+    } else if sgemm::suits(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
+        Own::Dot
+    } else if sgemm::suits_outer(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
+        Own::Outer
+    } else {
+        Own::Crate
+    }
 }
 
 /// One product as raw parts, so disjoint blocks of the output can run on different threads.
@@ -258,30 +281,34 @@ impl<T: GemmDType> Tile<T> {
                 }
             }
         }
-        if own_kernel::<T>((rows.len(), cols.len(), self.k), a, b) {
+        let own = own_kernel::<T>((rows.len(), cols.len(), self.k), a, b);
+        if own != Own::Crate {
             let f = |p: *const T| p as *const f32;
-            // SAFETY: `T` is f32 and `suits` holds (`own_kernel`); the block's elements are
-            // the ones `gemm` would touch below (caller's contract).
+            let dst = sgemm::View {
+                ptr: self.dst.add(rows.start * self.ldd + cols.start) as *mut f32,
+                rs: self.ldd,
+                cs: 1,
+            };
+            let lhs = sgemm::View {
+                ptr: f(self.lhs.add(a.off + rows.start * a.rs)),
+                rs: a.rs,
+                cs: a.cs,
+            };
+            let rhs = sgemm::View {
+                ptr: f(self.rhs.add(b.off + cols.start * b.cs)),
+                rs: b.rs,
+                cs: b.cs,
+            };
+            let size = (rows.len(), cols.len(), self.k);
+            // SAFETY: `T` is f32 and the kernel's `suits` holds (`own_kernel`); `dst` has
+            // contiguous rows; the block's elements are the ones `gemm` would touch below
+            // (caller's contract).
             unsafe {
-                sgemm::dot(
-                    (rows.len(), cols.len(), self.k),
-                    sgemm::View {
-                        ptr: self.dst.add(rows.start * self.ldd + cols.start) as *mut f32,
-                        rs: self.ldd,
-                        cs: 1,
-                    },
-                    sgemm::View {
-                        ptr: f(self.lhs.add(a.off + rows.start * a.rs)),
-                        rs: a.rs,
-                        cs: a.cs,
-                    },
-                    sgemm::View {
-                        ptr: f(self.rhs.add(b.off + cols.start * b.cs)),
-                        rs: b.rs,
-                        cs: b.cs,
-                    },
-                    acc,
-                );
+                if own == Own::Dot {
+                    sgemm::dot(size, dst, lhs, rhs, acc)
+                } else {
+                    sgemm::outer(size, dst, lhs, rhs, acc)
+                }
             }
             return;
         }
@@ -495,6 +522,34 @@ pub(crate) mod tests {
                     (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
                     "{threads}T: {g} vs {w}"
                 );
+            }
+        }
+        crate::set_num_threads(before);
+    }
+
+    /// Through `Tensor::matmul` in the weight-gradient layout `gᵀ @ x` (the outer-product
+    /// kernel, `sgemm::outer`), on one thread and split by columns across two, against f64.
+    #[test]
+    fn matmul_of_a_transposed_gradient() {
+        let before = crate::get_num_threads();
+        for &(m, n, k) in &[(128, 784, 64), (37, 300, 200), (10, 128, 64)] {
+            let gv = pattern(k * m, 7, 19, 16.0);
+            let xv = pattern(k * n, 3, 17, 8.0);
+            let gt: Vec<f32> = (0..m * k).map(|i| gv[(i % k) * m + i / k]).collect();
+            let want = reference(&gt, &xv, (m, n, k));
+            let g = Tensor::from_vec(gv, [k, m]).unwrap();
+            let x = Tensor::from_vec(xv, [k, n]).unwrap();
+            for threads in [1, 2] {
+                crate::set_num_threads(threads);
+                let y = g.t().unwrap().matmul(&x).unwrap();
+                assert_eq!(y.dims(), &[m, n]);
+                let got = y.to_vec::<f32>().unwrap();
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (*g as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "{m}x{n}x{k} {threads}T: {g} vs {w}"
+                    );
+                }
             }
         }
         crate::set_num_threads(before);

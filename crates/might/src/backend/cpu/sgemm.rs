@@ -1,19 +1,27 @@
-//! Our own f32 product for AVX-512 CPUs in the one case where it beats the `gemm` crate: a
-//! linear layer's forward `x @ Wᵀ` on a small batch with a long inner dimension (an MNIST
-//! MLP's `[64, 784] @ [784, 128]`).
+//! Our own f32 products for AVX-512 CPUs, in the two layouts where they beat the `gemm`
+//! crate because nothing needs packing.
 //!
-//! Why: there both operands are contiguous along the inner dimension, and each output is a
-//! dot product of two contiguous rows. The crate first packs both into its panel layout on
-//! every call, which at 64 rows costs ~10 % (96 GFLOP/s at one thread against ~116 of FMA
-//! peak; this kernel: 103). Nothing is packed here: a `4 x 4` block of outputs accumulates in
-//! 16 registers of 16 partial sums (per 16-float step: 4 + 4 loads, 16 FMAs), summed across
+//! [`dot`]: a linear layer's forward `x @ Wᵀ` on a small batch with a long inner dimension (an
+//! MNIST MLP's `[64, 784] @ [784, 128]`). Both operands are contiguous along the inner
+//! dimension, and each output is a dot product of two contiguous rows. The crate first packs
+//! both into its panel layout on every call, which at 64 rows costs ~10 % (96 GFLOP/s at one
+//! thread against ~116 of FMA peak; this kernel: 103). A `4 x 4` block of outputs accumulates
+//! in 16 registers of 16 partial sums (per 16-float step: 4 + 4 loads, 16 FMAs), summed across
 //! lanes once at the end. Column blocks outside row blocks, so the four `W` rows stay in L1.
+//! Where it loses (measured, one thread): at `k = 128` the final sums across lanes are a third
+//! of the work (70 against 111 GFLOP/s at `1024 x 128 x 384`), and with many rows the crate's
+//! packing pays off (93 against 103 at `1024 x 512 x 128`).
 //!
-//! Where it loses (measured, one thread, AVX-512 EPYC): at `k = 128` the final sums across
-//! lanes are a third of the work (70 against 111 GFLOP/s at `1024 x 128 x 384`), and with
-//! many rows the crate's packing pays off (93 against 103 at `1024 x 512 x 128`). A kernel
-//! for the other layouts (right operand with contiguous rows, no packing) was measured too
-//! and was no faster than the crate on the MLP and transformer products, so it was dropped.
+//! [`outer`]: a linear layer's weight gradient `gᵀ @ x` on a small batch (the MLP's
+//! `[128, 64] @ [64, 784]`). Columns of `gᵀ` and rows of `x` are contiguous, so a `4 x 64`
+//! output block is a sum of outer products: per inner step four broadcasts of `gᵀ`, four
+//! vector loads of `x` and 16 FMAs into 16 registers, no sums across lanes. Measured against
+//! the crate, one thread, `m x k x n`: `128 x 64 x 784` 105 vs 99 GFLOP/s, `64 x 64 x 784` 104
+//! vs 93, `128 x 256 x 512` 106 vs 103; two threads (the output split by columns), `128 x 64
+//! x 784` 147-169 vs 89-90 (the crate gains nothing from the second thread there). Even at
+//! `k = 384`, behind from `k = 512` (`384 x 512 x 128`: 102 vs 107; `k = 1024`: 82-91 vs
+//! 104-109), where the `k x 64` panel of `x` no longer stays near the core and the crate's
+//! packing pays for itself.
 
 /// Shortest inner dimension the dot kernel takes.
 const MIN_K: usize = 512;
@@ -69,9 +77,55 @@ pub unsafe fn dot(
     }
 }
 
+/// Longest inner dimension [`outer`] takes (measured crossover with the crate: see the
+/// module doc).
+const OUTER_MAX_K: usize = 256;
+/// Output rows and 16-float column vectors one [`outer`] microkernel call produces.
+const OR: usize = 4;
+const OV: usize = 4;
+
+/// Whether [`outer`] runs an f32 `[m, k] @ [k, n]` product whose operands have these (row,
+/// column) strides: AVX-512F, `a` with contiguous columns and `b` with contiguous rows (the
+/// weight gradient `gᵀ @ x` of a linear layer), a short inner dimension.
+pub fn suits_outer(m: usize, n: usize, k: usize, a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 == 1
+        && b.1 == 1
+        && (1..=OUTER_MAX_K).contains(&k)
+        && m > 0
+        && n > 0
+        && super::simd::level() >= 2
+}
+
+/// `dst[m, n] = a[m, k] @ b[k, n]` (`+=` when `add`), single-threaded, `dst` with contiguous
+/// rows (`dst.cs == 1`).
+///
+/// # Safety
+/// [`suits_outer`] must hold for these sizes and strides and `dst.cs` must be 1; every
+/// element `a[i, p]`, `b[p, j]`, `dst[i, j]` for `i < m`, `j < n`, `p < k` must be valid at
+/// its strides, and no other thread may read or write that part of `dst` meanwhile.
+pub unsafe fn outer(
+    (m, n, k): (usize, usize, usize),
+    dst: View<*mut f32>,
+    a: View<*const f32>,
+    b: View<*const f32>,
+    add: bool,
+) {
+    debug_assert_eq!(dst.cs, 1);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's contract (`suits_outer` checked AVX-512F).
+    unsafe {
+        imp::run_outer((m, n, k), dst, a, b, add)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (m, n, k, dst, a, b, add);
+        unreachable!("sgemm::outer: AVX-512 only")
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod imp {
-    use super::{View, DC, DR};
+    use super::{View, DC, DR, OR, OV};
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx512f")]
@@ -115,6 +169,110 @@ mod imp {
                         };
                     }
                     by_size!(4, 3, 2, 1);
+                }
+            }
+        }
+    }
+
+    pub(super) unsafe fn run_outer(
+        (m, n, k): (usize, usize, usize),
+        dst: View<*mut f32>,
+        a: View<*const f32>,
+        b: View<*const f32>,
+        add: bool,
+    ) {
+        // Column blocks outside row blocks: the `k x 64` panel of `b` stays in L1 while the
+        // row blocks of `a` stream past it.
+        for j0 in (0..n).step_by(16 * OV) {
+            let c = (16 * OV).min(n - j0);
+            let tail = c % 16;
+            let last: __mmask16 = if tail == 0 {
+                0xffff
+            } else {
+                (1u16 << tail) - 1
+            };
+            for i0 in (0..m).step_by(OR) {
+                let r = OR.min(m - i0);
+                // SAFETY: the caller's contract covers rows i0..i0 + r of `a`, columns
+                // j0..j0 + c of `b` and that block of `dst`.
+                unsafe {
+                    let ap = a.ptr.add(i0);
+                    let bp = b.ptr.add(j0);
+                    let d = dst.ptr.add(i0 * dst.rs + j0);
+                    let args = (k, ap, a.cs, bp, b.rs, d, dst.rs, last, add);
+                    macro_rules! by_size {
+                        ($($r:literal),*) => {
+                            match (r, c.div_ceil(16)) {
+                                $(
+                                    ($r, 4) => outer_block::<$r, 4>(args),
+                                    ($r, 3) => outer_block::<$r, 3>(args),
+                                    ($r, 2) => outer_block::<$r, 2>(args),
+                                    ($r, _) => outer_block::<$r, 1>(args),
+                                )*
+                                _ => unreachable!("block sizes are 1..=4"),
+                            }
+                        };
+                    }
+                    by_size!(4, 3, 2, 1);
+                }
+            }
+        }
+    }
+
+    type OuterArgs = (
+        usize,
+        *const f32,
+        usize,
+        *const f32,
+        usize,
+        *mut f32,
+        usize,
+        __mmask16,
+        bool,
+    );
+
+    /// `dst[0..R, 0..16 V]` (`+=` when `add`) = `a[0..R, 0..k] @ b[0..k, 0..16 V]`, `a` read
+    /// down its contiguous columns (stride `lda` between them), `b` along its contiguous rows
+    /// (stride `ldb`); the last vector of each row masked by `last`. Per inner step: `V`
+    /// vector loads of `b`, `R` broadcasts of `a`, `R V` FMAs into registers. Not inlined,
+    /// for the reason [`block`] gives.
+    #[target_feature(enable = "avx512f")]
+    #[inline(never)]
+    unsafe fn outer_block<const R: usize, const V: usize>(
+        (k, a, lda, b, ldb, dst, ldd, last, add): OuterArgs,
+    ) {
+        // SAFETY: the loads read `a[0..R, p]` and `b[p, 0..16 V]` (the last vector masked to
+        // the block's columns) for `p < k`; stores touch `dst[0..R, ..]` under the same
+        // mask; all valid per the caller.
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); V]; R];
+            for p in 0..k {
+                let (ap, bp) = (a.add(p * lda), b.add(p * ldb));
+                let mut bv = [_mm512_setzero_ps(); V];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = if v + 1 < V {
+                        _mm512_loadu_ps(bp.add(16 * v))
+                    } else {
+                        _mm512_maskz_loadu_ps(last, bp.add(16 * v))
+                    };
+                }
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*ap.add(i));
+                    for (s, &x) in row.iter_mut().zip(&bv) {
+                        *s = _mm512_fmadd_ps(ai, x, *s);
+                    }
+                }
+            }
+            for (i, row) in acc.iter().enumerate() {
+                for (v, &s) in row.iter().enumerate() {
+                    let d = dst.add(i * ldd + 16 * v);
+                    let mask = if v + 1 < V { 0xffff } else { last };
+                    let s = if add {
+                        _mm512_add_ps(_mm512_maskz_loadu_ps(mask, d), s)
+                    } else {
+                        s
+                    };
+                    _mm512_mask_storeu_ps(d, mask, s);
                 }
             }
         }
@@ -245,6 +403,80 @@ mod tests {
         }
     }
 
+    /// Every block size of the outer kernel (rows not a multiple of 4, columns with and
+    /// without a partial vector and a partial 64-column block), inner dimensions from 1 to
+    /// the longest it takes, strided operands, and an output row stride wider than `n` whose
+    /// padding must stay untouched.
+    #[test]
+    fn outer_matches_reference() {
+        if crate::backend::cpu::simd::level() < 2 {
+            eprintln!("no AVX-512F here: nothing to test");
+            return;
+        }
+        for &(m, n, k) in &[
+            (128, 784, 64),
+            (1, 1, 1),
+            (5, 17, 3),
+            (7, 64, 256),
+            (10, 128, 64),
+            (3, 100, 31),
+            (9, 65, 7),
+        ] {
+            // `a` stored as [k, lda] (its transpose, with padding), `b` as [k, ldb]
+            let (lda, ldb, ldd) = (m + 2, n + 5, n + 3);
+            let at = pattern(k * lda, 7, 13, 8.0);
+            let b = pattern(k * ldb, 5, 11, 4.0);
+            assert!(suits_outer(m, n, k, (1, lda), (ldb, 1)));
+            let a_mk: Vec<f32> = (0..m * k).map(|i| at[(i % k) * lda + i / k]).collect();
+            let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i / n) * ldb + i % n]).collect();
+            let want = reference(&a_mk, &b_kn, (m, n, k));
+            for add in [false, true] {
+                let start = if add { 1.5 } else { f32::NAN };
+                let mut c: Vec<f32> = (0..m * ldd)
+                    .map(|i| if i % ldd < n { start } else { f32::NAN })
+                    .collect();
+                // SAFETY: AVX-512F checked; `a[i, p]` = `at[p * lda + i]` and `b[p, j]` =
+                // `b[p * ldb + j]` are inside their buffers for i < m, p < k, j < n; `c` has
+                // m rows of `ldd >= n` with unit column stride.
+                unsafe {
+                    outer(
+                        (m, n, k),
+                        View {
+                            ptr: c.as_mut_ptr(),
+                            rs: ldd,
+                            cs: 1,
+                        },
+                        View {
+                            ptr: at.as_ptr(),
+                            rs: 1,
+                            cs: lda,
+                        },
+                        View {
+                            ptr: b.as_ptr(),
+                            rs: ldb,
+                            cs: 1,
+                        },
+                        add,
+                    )
+                };
+                for i in 0..m {
+                    for j in 0..ldd {
+                        let got = c[i * ldd + j];
+                        if j >= n {
+                            assert!(got.is_nan(), "{m}x{n}x{k}: padding written at [{i}, {j}]");
+                            continue;
+                        }
+                        let w = want[i * n + j] + if add { 1.5 } else { 0.0 };
+                        assert!(
+                            (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{m}x{n}x{k} add {add} [{i}, {j}]: {got} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn suits_only_the_measured_layout() {
         let avx512 = crate::backend::cpu::simd::level() >= 2;
@@ -254,5 +486,10 @@ mod tests {
         assert!(!suits(1024, 512, 784, (784, 1), (1, 784)));
         assert!(!suits(64, 128, 784, (1, 64), (1, 784)));
         assert!(!suits(64, 128, 784, (784, 1), (128, 1)));
+        assert_eq!(suits_outer(128, 784, 64, (1, 128), (784, 1)), avx512);
+        // inner dimension too long, wrong layouts
+        assert!(!suits_outer(128, 784, 512, (1, 128), (784, 1)));
+        assert!(!suits_outer(128, 784, 64, (64, 1), (784, 1)));
+        assert!(!suits_outer(128, 784, 64, (1, 128), (1, 64)));
     }
 }
