@@ -409,6 +409,57 @@ fn batchnorm1d_running_stats_after_two_steps_and_eval() -> Result<()> {
     Ok(())
 }
 
+/// BatchNorm2d training forward and backward in f32 on planes long enough for the lane
+/// reductions (63 = 32 + 8·3 + 7 elements: every chunk width and a scalar tail; 784 = an
+/// MNIST plane), with a channel mean far from zero (the variance must not cancel), against
+/// the formulas evaluated in f64.
+#[test]
+fn batchnorm2d_f32_long_planes_match_f64_formulas() -> Result<()> {
+    let _seed = seeded(11);
+    for &(n, c, h, w) in &[(3usize, 4usize, 7usize, 9usize), (2, 3, 28, 28)] {
+        let s = h * w;
+        let x = Tensor::randn([n, c, h, w], DType::F32)?.affine(3.0, 100.0)?;
+        let r = Tensor::randn([n, c, h, w], DType::F32)?;
+        let wt = Tensor::randn([c], DType::F32)?;
+        let bt = Tensor::randn([c], DType::F32)?;
+        let xg = x.detach();
+        xg.requires_grad_(true);
+        wt.requires_grad_(true);
+        bt.requires_grad_(true);
+        let mut bn = BatchNorm2d::new(c);
+        bn.set_affine(Some(wt.clone()), Some(bt.clone()))?;
+        let y = bn.forward(&xg)?;
+        y.mul(&r)?.sum_all()?.backward()?;
+        let (xv, rv) = (x.to_f64_vec(), r.to_f64_vec());
+        let (wv, bv) = (wt.to_f64_vec(), bt.to_f64_vec());
+        let m = (n * s) as f64;
+        let (mut want_y, mut want_dx) = (vec![0.0; n * c * s], vec![0.0; n * c * s]);
+        let (mut want_dw, mut want_db) = (vec![0.0; c], vec![0.0; c]);
+        for ch in 0..c {
+            let idx: Vec<usize> = (0..n)
+                .flat_map(|i| (0..s).map(move |j| (i * c + ch) * s + j))
+                .collect();
+            let mean = idx.iter().map(|&k| xv[k]).sum::<f64>() / m;
+            let var = idx.iter().map(|&k| (xv[k] - mean).powi(2)).sum::<f64>() / m;
+            let rstd = 1.0 / (var + 1e-5).sqrt();
+            let xh = |k: usize| (xv[k] - mean) * rstd;
+            let db: f64 = idx.iter().map(|&k| rv[k]).sum();
+            let dw: f64 = idx.iter().map(|&k| rv[k] * xh(k)).sum();
+            for &k in &idx {
+                want_y[k] = xh(k) * wv[ch] + bv[ch];
+                want_dx[k] = wv[ch] * rstd * (rv[k] - db / m - xh(k) * dw / m);
+            }
+            want_dw[ch] = dw;
+            want_db[ch] = db;
+        }
+        close(&y.to_f64_vec(), &want_y, 1e-4);
+        close(&xg.grad().unwrap().to_f64_vec(), &want_dx, 1e-3);
+        close(&wt.grad().unwrap().to_f64_vec(), &want_dw, 1e-4);
+        close(&bt.grad().unwrap().to_f64_vec(), &want_db, 1e-4);
+    }
+    Ok(())
+}
+
 #[test]
 fn batchnorm_gradcheck_train_and_eval() -> Result<()> {
     let _seed = seeded(7);

@@ -61,13 +61,20 @@ pub fn row_sum<T: Float>(r: &[T], f: impl Fn(T) -> T) -> T {
 /// `Σ a[i]·b[i]` in `LANES` interleaved partial sums.
 #[inline(always)]
 pub fn row_dot<T: Float>(a: &[T], b: &[T]) -> T {
+    row_sum2(a, b, |x, y| x * y)
+}
+
+/// Sum of `f(a[i], b[i])` over two rows (the shorter one's length), in `LANES` interleaved
+/// partial sums.
+#[inline(always)]
+pub fn row_sum2<T: Float>(a: &[T], b: &[T], f: impl Fn(T, T) -> T) -> T {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [T::zero(); LANES];
     let (mut ac, mut bc) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     for (x, y) in (&mut ac).zip(&mut bc) {
         for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
-            *s = *s + x * y;
+            *s = *s + f(x, y);
         }
     }
     let (mut a8, mut b8) = (
@@ -76,13 +83,13 @@ pub fn row_dot<T: Float>(a: &[T], b: &[T]) -> T {
     );
     for (x, y) in (&mut a8).zip(&mut b8) {
         for ((s, &x), &y) in acc.iter_mut().zip(x).zip(y) {
-            *s = *s + x * y;
+            *s = *s + f(x, y);
         }
     }
     let tail = a8
         .remainder()
         .iter()
         .zip(b8.remainder())
-        .fold(T::zero(), |s, (&x, &y)| s + x * y);
+        .fold(T::zero(), |s, (&x, &y)| s + f(x, y));
     acc.iter().fold(tail, |s, &v| s + v)
 }
