@@ -256,15 +256,18 @@ pub(crate) fn batch_norm_stats<T: Real>(x: &[T], c: usize, s: usize) -> (Vec<f64
     // in the lanes of `row_sum` and the planes' sums in f64. A single f64 running sum per
     // element was latency-bound: ~4 cycles an element, 12 % of a BatchNorm CNN's step.
     let chan = |ch: usize| {
-        simd::run(move || {
-            let sum: f64 = (0..n).map(|i| row_sum(plane(i, ch), |v| v).d()).sum();
-            let mean = sum / count;
-            let mt = T::f(mean);
-            let sq: f64 = (0..n)
-                .map(|i| row_sum(plane(i, ch), |v| (v - mt) * (v - mt)).d())
-                .sum();
-            (mean, sq / count)
-        })
+        simd::run(
+            #[inline(always)]
+            move || {
+                let sum: f64 = (0..n).map(|i| row_sum(plane(i, ch), |v| v).d()).sum();
+                let mean = sum / count;
+                let mt = T::f(mean);
+                let sq: f64 = (0..n)
+                    .map(|i| row_sum(plane(i, ch), |v| (v - mt) * (v - mt)).d())
+                    .sum();
+                (mean, sq / count)
+            },
+        )
     };
     let st: Vec<(f64, f64)> = if threads::parallel(x.len()) {
         threads::map(c, chan)
@@ -281,15 +284,18 @@ pub(crate) fn channel_affine<T: Real>(x: &[T], scale: &[T], shift: &[T], s: usiz
     let s = s.max(1);
     let ppt = rows_per_task(s, x.len() / s);
     map_blocks(&mut y, ppt * s, |bi, yb| {
-        simd::run(|| {
-            for (k, yp) in yb.chunks_mut(s).enumerate() {
-                let plane = bi * ppt + k;
-                let (a, b) = (scale[plane % c], shift[plane % c]);
-                for (d, &v) in yp.iter_mut().zip(&x[plane * s..]) {
-                    *d = v * a + b;
+        simd::run(
+            #[inline(always)]
+            || {
+                for (k, yp) in yb.chunks_mut(s).enumerate() {
+                    let plane = bi * ppt + k;
+                    let (a, b) = (scale[plane % c], shift[plane % c]);
+                    for (d, &v) in yp.iter_mut().zip(&x[plane * s..]) {
+                        *d = v * a + b;
+                    }
                 }
-            }
-        })
+            },
+        )
     });
     y
 }
@@ -311,17 +317,20 @@ pub(crate) fn batch_norm_bwd<T: Real>(
     let n = x.len() / (c * s).max(1);
     let count = (n * s).max(1) as f64;
     let chan = |ch: usize| {
-        simd::run(move || {
-            let mt = T::f(mean[ch]);
-            let (mut sg, mut sgx) = (0.0f64, 0.0f64);
-            for i in 0..n {
-                let r = (i * c + ch) * s..(i * c + ch + 1) * s;
-                // each plane in lanes (`row_sum`), the planes' sums in f64
-                sg += row_sum(&g[r.clone()], |v| v).d();
-                sgx += row_sum2(&g[r.clone()], &x[r], |gv, xv| gv * (xv - mt)).d();
-            }
-            (sg, sgx * rstd[ch])
-        })
+        simd::run(
+            #[inline(always)]
+            move || {
+                let mt = T::f(mean[ch]);
+                let (mut sg, mut sgx) = (0.0f64, 0.0f64);
+                for i in 0..n {
+                    let r = (i * c + ch) * s..(i * c + ch + 1) * s;
+                    // each plane in lanes (`row_sum`), the planes' sums in f64
+                    sg += row_sum(&g[r.clone()], |v| v).d();
+                    sgx += row_sum2(&g[r.clone()], &x[r], |gv, xv| gv * (xv - mt)).d();
+                }
+                (sg, sgx * rstd[ch])
+            },
+        )
     };
     let sums: Vec<(f64, f64)> = if threads::parallel(x.len()) {
         threads::map(c, chan)
@@ -332,21 +341,24 @@ pub(crate) fn batch_norm_bwd<T: Real>(
     let s = s.max(1);
     let ppt = rows_per_task(s, x.len() / s);
     map_blocks(&mut dx, ppt * s, |bi, db| {
-        simd::run(|| {
-            for (k, dp) in db.chunks_mut(s).enumerate() {
-                let plane = bi * ppt + k;
-                let ch = plane % c;
-                let (sg, sgx) = sums[ch];
-                let k = w.map_or(1.0, |w| w[ch].d()) * rstd[ch];
-                let (kt, mt, rst) = (T::f(k), T::f(mean[ch]), T::f(rstd[ch]));
-                let (mg, mgx) = (T::f(sg / count), T::f(sgx / count));
-                let (gp, xp) = (&g[plane * s..][..dp.len()], &x[plane * s..][..dp.len()]);
-                for ((d, &gv), &xv) in dp.iter_mut().zip(gp).zip(xp) {
-                    let xh = (xv - mt) * rst;
-                    *d = kt * (gv - mg - xh * mgx);
+        simd::run(
+            #[inline(always)]
+            || {
+                for (k, dp) in db.chunks_mut(s).enumerate() {
+                    let plane = bi * ppt + k;
+                    let ch = plane % c;
+                    let (sg, sgx) = sums[ch];
+                    let k = w.map_or(1.0, |w| w[ch].d()) * rstd[ch];
+                    let (kt, mt, rst) = (T::f(k), T::f(mean[ch]), T::f(rstd[ch]));
+                    let (mg, mgx) = (T::f(sg / count), T::f(sgx / count));
+                    let (gp, xp) = (&g[plane * s..][..dp.len()], &x[plane * s..][..dp.len()]);
+                    for ((d, &gv), &xv) in dp.iter_mut().zip(gp).zip(xp) {
+                        let xh = (xv - mt) * rst;
+                        *d = kt * (gv - mg - xh * mgx);
+                    }
                 }
-            }
-        })
+            },
+        )
     });
     let dw = sums.iter().map(|&(_, b)| T::f(b)).collect();
     let db = sums.iter().map(|&(a, _)| T::f(a)).collect();
