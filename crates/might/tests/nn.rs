@@ -460,6 +460,79 @@ fn batchnorm2d_f32_long_planes_match_f64_formulas() -> Result<()> {
     Ok(())
 }
 
+/// `BatchNorm → ReLU` in a `Sequential` runs as one fused op when training: its output and
+/// the gradients of the input, weight and bias are bit for bit those of the two ops run one
+/// after the other (the fused backward recomputes the ReLU's gate from the input), on f32
+/// planes of every lane-chunk width; and its f64 gradients pass a finite-difference check.
+#[test]
+fn batchnorm_relu_fused_matches_separate_ops() -> Result<()> {
+    let _seed = seeded(12);
+    for dims in [vec![4usize, 5, 9, 13], vec![6, 3, 40]] {
+        let c = dims[1];
+        let x = Tensor::randn(dims.clone(), DType::F32)?;
+        let r = Tensor::randn(dims.clone(), DType::F32)?;
+        let (w, b) = (
+            Tensor::randn([c], DType::F32)?,
+            Tensor::randn([c], DType::F32)?,
+        );
+        let mut out = vec![];
+        for fused in [true, false] {
+            let (xg, wg, bg) = (x.detach(), w.detach(), b.detach());
+            for t in [&xg, &wg, &bg] {
+                t.requires_grad_(true);
+            }
+            let y = if dims.len() == 4 {
+                let mut bn = BatchNorm2d::new(c);
+                bn.set_affine(Some(wg.clone()), Some(bg.clone()))?;
+                if fused {
+                    Sequential::new().add(bn).add(ReLU).forward(&xg)?
+                } else {
+                    bn.forward(&xg)?.relu()?
+                }
+            } else {
+                let mut bn = BatchNorm1d::new(c);
+                bn.set_affine(Some(wg.clone()), Some(bg.clone()))?;
+                if fused {
+                    Sequential::new().add(bn).add(ReLU).forward(&xg)?
+                } else {
+                    bn.forward(&xg)?.relu()?
+                }
+            };
+            y.mul(&r)?.sum_all()?.backward()?;
+            let grads: Vec<Vec<f32>> = [&xg, &wg, &bg]
+                .iter()
+                .map(|t| t.grad().unwrap().to_vec::<f32>().unwrap())
+                .collect();
+            out.push((y.to_vec::<f32>()?, grads));
+        }
+        assert!(out[0].0.contains(&0.0) && out[0].0.iter().any(|&v| v > 0.0));
+        let same = |a: &[f32], b: &[f32], what: &str| {
+            assert_eq!(a.len(), b.len());
+            let bad = a
+                .iter()
+                .zip(b)
+                .position(|(x, y)| x.to_bits() != y.to_bits());
+            assert!(bad.is_none(), "{dims:?} {what}: differs at {bad:?}");
+        };
+        same(&out[0].0, &out[1].0, "output");
+        for (i, what) in ["x grad", "weight grad", "bias grad"].iter().enumerate() {
+            same(&out[0].1[i], &out[1].1[i], what);
+        }
+    }
+    let x = Tensor::randn([3, 2, 3, 3], DType::F64)?;
+    let w = Tensor::randn([2], DType::F64)?;
+    let b = Tensor::randn([2], DType::F64)?;
+    gradcheck(
+        |i| {
+            let mut bn = BatchNorm2d::new(2);
+            bn.set_affine(Some(i[1].clone()), Some(i[2].clone()))?;
+            Sequential::new().add(bn).add(ReLU).forward(&i[0])
+        },
+        &[x, w, b],
+        gc(),
+    )
+}
+
 #[test]
 fn batchnorm_gradcheck_train_and_eval() -> Result<()> {
     let _seed = seeded(7);

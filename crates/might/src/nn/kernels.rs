@@ -277,22 +277,41 @@ pub(crate) fn batch_norm_stats<T: Real>(x: &[T], c: usize, s: usize) -> (Vec<f64
     st.into_iter().unzip()
 }
 
-/// `y = x·scale[ch] + shift[ch]` over `[N, C, S]` planes.
-pub(crate) fn channel_affine<T: Real>(x: &[T], scale: &[T], shift: &[T], s: usize) -> Vec<T> {
-    let c = scale.len();
+/// `y = x·scale[ch] + shift[ch]` over `[N, C, S]` planes, through a ReLU when `relu`.
+pub(crate) fn channel_affine<T: Real>(
+    x: &[T],
+    scale: &[T],
+    shift: &[T],
+    s: usize,
+    relu: bool,
+) -> Vec<T> {
     let mut y = pool::output::<T>(x.len());
     let s = s.max(1);
     let ppt = rows_per_task(s, x.len() / s);
+    #[inline(always)]
+    fn planes<T: Real>(
+        (x, y, s, ppt, bi): (&[T], &mut [T], usize, usize, usize),
+        (scale, shift): (&[T], &[T]),
+        act: impl Fn(T) -> T + Copy,
+    ) {
+        let c = scale.len();
+        for (k, yp) in y.chunks_mut(s).enumerate() {
+            let plane = bi * ppt + k;
+            let (a, b) = (scale[plane % c], shift[plane % c]);
+            for (d, &v) in yp.iter_mut().zip(&x[plane * s..]) {
+                *d = act(v * a + b);
+            }
+        }
+    }
     map_blocks(&mut y, ppt * s, |bi, yb| {
         simd::run(
             #[inline(always)]
             || {
-                for (k, yp) in yb.chunks_mut(s).enumerate() {
-                    let plane = bi * ppt + k;
-                    let (a, b) = (scale[plane % c], shift[plane % c]);
-                    for (d, &v) in yp.iter_mut().zip(&x[plane * s..]) {
-                        *d = v * a + b;
-                    }
+                let args = (x, yb, s, ppt, bi);
+                if relu {
+                    planes(args, (scale, shift), relu_of);
+                } else {
+                    planes(args, (scale, shift), |v| v);
                 }
             },
         )
@@ -300,34 +319,74 @@ pub(crate) fn channel_affine<T: Real>(x: &[T], scale: &[T], shift: &[T], s: usiz
     y
 }
 
+/// `max(v, 0)` as the `relu` op computes it (NaN gives 0).
+#[inline(always)]
+fn relu_of<T: Real>(v: T) -> T {
+    if v > T::f(0.0) {
+        v
+    } else {
+        T::f(0.0)
+    }
+}
+
 /// Training-mode BatchNorm backward over `[N, C, S]`: `(dx, dw, db)` from the output grad `g`,
 /// the input `x`, the batch `mean`/`rstd` and the scale `w` (1 when absent).
 ///
 /// With `x̂ = (x - μ)·rstd` and `M = N·S`: `db = Σ g`, `dw = Σ g·x̂`,
 /// `dx = w·rstd·(g - db/M - x̂·dw/M)`.
+///
+/// `relu`: the forward ran through a ReLU with this `(scale, shift)` ([`channel_affine`]);
+/// `g` is the gradient of the ReLU's output, let through where `x·scale + shift > 0`, which
+/// is recomputed here with the same operations (so the same rounding) as the forward's.
 pub(crate) fn batch_norm_bwd<T: Real>(
     g: &[T],
     x: &[T],
     w: Option<&[T]>,
-    mean: &[f64],
-    rstd: &[f64],
+    (mean, rstd): (&[f64], &[f64]),
     s: usize,
+    relu: Option<(&[T], &[T])>,
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
     let c = mean.len();
     let n = x.len() / (c * s).max(1);
     let count = (n * s).max(1) as f64;
+    /// Channel `ch`'s ReLU gate on its output gradient.
+    #[inline(always)]
+    fn gate<T: Real>((sc, sh): (&[T], &[T]), ch: usize) -> impl Fn(T, T) -> T + Copy {
+        let (a, b) = (sc[ch], sh[ch]);
+        move |gv: T, xv: T| {
+            if xv * a + b > T::f(0.0) {
+                gv
+            } else {
+                T::f(0.0)
+            }
+        }
+    }
+    #[inline(always)]
+    fn chan_sums<T: Real>(
+        (g, x, c, s, n): (&[T], &[T], usize, usize, usize),
+        ch: usize,
+        mt: T,
+        gate: impl Fn(T, T) -> T + Copy,
+    ) -> (f64, f64) {
+        let (mut sg, mut sgx) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            let r = (i * c + ch) * s..(i * c + ch + 1) * s;
+            let (gp, xp) = (&g[r.clone()], &x[r]);
+            // each plane in lanes (`row_sum2`), the planes' sums in f64
+            sg += row_sum2(gp, xp, gate).d();
+            sgx += row_sum2(gp, xp, move |gv, xv| gate(gv, xv) * (xv - mt)).d();
+        }
+        (sg, sgx)
+    }
     let chan = |ch: usize| {
         simd::run(
             #[inline(always)]
             move || {
-                let mt = T::f(mean[ch]);
-                let (mut sg, mut sgx) = (0.0f64, 0.0f64);
-                for i in 0..n {
-                    let r = (i * c + ch) * s..(i * c + ch + 1) * s;
-                    // each plane in lanes (`row_sum`), the planes' sums in f64
-                    sg += row_sum(&g[r.clone()], |v| v).d();
-                    sgx += row_sum2(&g[r.clone()], &x[r], |gv, xv| gv * (xv - mt)).d();
-                }
+                let (mt, args) = (T::f(mean[ch]), (g, x, c, s, n));
+                let (sg, sgx) = match relu {
+                    Some(ab) => chan_sums(args, ch, mt, gate(ab, ch)),
+                    None => chan_sums(args, ch, mt, |gv, _| gv),
+                };
                 (sg, sgx * rstd[ch])
             },
         )
@@ -340,6 +399,17 @@ pub(crate) fn batch_norm_bwd<T: Real>(
     let mut dx = pool::output::<T>(x.len());
     let s = s.max(1);
     let ppt = rows_per_task(s, x.len() / s);
+    #[inline(always)]
+    fn dx_plane<T: Real>(
+        (dp, gp, xp): (&mut [T], &[T], &[T]),
+        (kt, mt, rst, mg, mgx): (T, T, T, T, T),
+        gate: impl Fn(T, T) -> T + Copy,
+    ) {
+        for ((d, &gv), &xv) in dp.iter_mut().zip(gp).zip(xp) {
+            let xh = (xv - mt) * rst;
+            *d = kt * (gate(gv, xv) - mg - xh * mgx);
+        }
+    }
     map_blocks(&mut dx, ppt * s, |bi, db| {
         simd::run(
             #[inline(always)]
@@ -349,12 +419,17 @@ pub(crate) fn batch_norm_bwd<T: Real>(
                     let ch = plane % c;
                     let (sg, sgx) = sums[ch];
                     let k = w.map_or(1.0, |w| w[ch].d()) * rstd[ch];
-                    let (kt, mt, rst) = (T::f(k), T::f(mean[ch]), T::f(rstd[ch]));
-                    let (mg, mgx) = (T::f(sg / count), T::f(sgx / count));
+                    let consts = (
+                        T::f(k),
+                        T::f(mean[ch]),
+                        T::f(rstd[ch]),
+                        T::f(sg / count),
+                        T::f(sgx / count),
+                    );
                     let (gp, xp) = (&g[plane * s..][..dp.len()], &x[plane * s..][..dp.len()]);
-                    for ((d, &gv), &xv) in dp.iter_mut().zip(gp).zip(xp) {
-                        let xh = (xv - mt) * rst;
-                        *d = kt * (gv - mg - xh * mgx);
+                    match relu {
+                        Some(ab) => dx_plane((dp, gp, xp), consts, gate(ab, ch)),
+                        None => dx_plane((dp, gp, xp), consts, |gv, _| gv),
                     }
                 }
             },

@@ -104,7 +104,8 @@ pub trait Module: Send + Sync {
         self.train(false)
     }
 
-    /// `relu(self.forward(x))` as one fused op, for layers that have one (`Conv2d`);
+    /// `relu(self.forward(x))` as one fused op, for layers that have one (`Conv2d`,
+    /// `BatchNorm1d`, `BatchNorm2d`);
     /// `None` for the rest. [`Sequential`] calls it for a layer followed by a [`ReLU`].
     fn forward_relu(&self, _x: &Tensor) -> Option<Result<Tensor>> {
         None
@@ -174,7 +175,8 @@ impl Sequential {
 
 impl Module for Sequential {
     /// Each layer in turn; a layer followed by a [`ReLU`] runs both as one fused op when it
-    /// has one ([`Module::forward_relu`]: `Conv2d`), with the same values and gradients.
+    /// has one ([`Module::forward_relu`]: `Conv2d`, BatchNorm), with the same values and
+    /// gradients.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let mut h = x.clone();
         let mut i = 0;

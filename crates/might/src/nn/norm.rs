@@ -157,6 +157,19 @@ pub fn batch_norm(
     momentum: f64,
     eps: f64,
 ) -> Result<Tensor> {
+    let stats = (running_mean, running_var);
+    batch_norm_act(x, stats, (weight, bias), (training, momentum, eps), false)
+}
+
+/// [`batch_norm`], then a ReLU when `relu`: in one fused op on the training path (the
+/// `BatchNorm2d → ReLU` of a CNN; saves the ReLU's pass over the activations each way).
+pub(crate) fn batch_norm_act(
+    x: &Tensor,
+    (running_mean, running_var): (Option<&Tensor>, Option<&Tensor>),
+    (weight, bias): (Option<&Tensor>, Option<&Tensor>),
+    (training, momentum, eps): (bool, f64, f64),
+    relu: bool,
+) -> Result<Tensor> {
     x.check_float("batch_norm")?;
     if x.rank() < 2 {
         return Err(Error::shape(
@@ -187,8 +200,34 @@ pub fn batch_norm(
         && same(bias)
         && x.numel() / c.max(1) > 1
     {
-        return batch_norm_train_fused(x, running_mean, running_var, weight, bias, momentum, eps);
+        let stats = (running_mean, running_var);
+        return batch_norm_train_fused(x, stats, (weight, bias), (momentum, eps), relu);
     }
+    let y = batch_norm_unfused(
+        x,
+        (running_mean, running_var),
+        (weight, bias),
+        training,
+        momentum,
+        eps,
+    )?;
+    if relu {
+        y.relu()
+    } else {
+        Ok(y)
+    }
+}
+
+/// The generic path of [`batch_norm`]: recorded elementwise ops (evaluation, other dtypes).
+fn batch_norm_unfused(
+    x: &Tensor,
+    (running_mean, running_var): (Option<&Tensor>, Option<&Tensor>),
+    (weight, bias): (Option<&Tensor>, Option<&Tensor>),
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<Tensor> {
+    let c = x.dims()[1];
     let mut bshape = vec![1usize; x.rank()];
     bshape[1] = c;
     let chan = |t: &Tensor| -> Result<Tensor> { t.to_dtype(x.dtype())?.reshape(bshape.clone()) };
@@ -252,12 +291,10 @@ pub fn batch_norm(
 /// the convolutions.
 fn batch_norm_train_fused(
     x: &Tensor,
-    running_mean: Option<&Tensor>,
-    running_var: Option<&Tensor>,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    momentum: f64,
-    eps: f64,
+    (running_mean, running_var): (Option<&Tensor>, Option<&Tensor>),
+    (weight, bias): (Option<&Tensor>, Option<&Tensor>),
+    (momentum, eps): (f64, f64),
+    relu: bool,
 ) -> Result<Tensor> {
     use super::kernels::{batch_norm_bwd, batch_norm_stats, channel_affine};
     let c = x.dims()[1];
@@ -278,11 +315,13 @@ fn batch_norm_train_fused(
             let shift: Vec<$t> = (0..c)
                 .map(|i| <$t>::f(b[i].d() - mean[i] * w[i].d() * rstd[i]))
                 .collect();
-            let y = with_slice(x, |v: &[$t]| channel_affine(v, &scale, &shift, s))?;
-            (Tensor::from_vec(y, x.dims())?, mean, var, rstd)
+            let y = with_slice(x, |v: &[$t]| channel_affine(v, &scale, &shift, s, relu))?;
+            // the ReLU's gate in the backward recomputes `x·scale + shift` from these
+            let affine = (Tensor::from_vec(scale, [c])?, Tensor::from_vec(shift, [c])?);
+            (Tensor::from_vec(y, x.dims())?, mean, var, rstd, affine)
         }};
     }
-    let (y, mean, var, rstd) = match x.dtype() {
+    let (y, mean, var, rstd, affine) = match x.dtype() {
         DType::F32 => run!(f32),
         _ => run!(f64),
     };
@@ -305,7 +344,12 @@ fn batch_norm_train_fused(
     let (xs, ws) = (x.detach(), weight.map(Tensor::detach));
     let (has_w, has_b) = (weight.is_some(), bias.is_some());
     let dims = x.dims().to_vec();
-    Ok(y.record("NativeBatchNormBackward", &inputs, move || {
+    let name = if relu {
+        "NativeBatchNormReluBackward"
+    } else {
+        "NativeBatchNormBackward"
+    };
+    Ok(y.record(name, &inputs, move || {
         Box::new(move |g: &Tensor| {
             macro_rules! back {
                 ($t:ty) => {{
@@ -313,9 +357,12 @@ fn batch_norm_train_fused(
                         Some(w) => Some(with_slice(w, |v: &[$t]| v.to_vec())?),
                         None => None,
                     };
+                    let sc = with_slice(&affine.0, |v: &[$t]| v.to_vec())?;
+                    let sh = with_slice(&affine.1, |v: &[$t]| v.to_vec())?;
+                    let gate = relu.then_some((&sc[..], &sh[..]));
                     let (dx, dw, db) = with_slice(g, |gv: &[$t]| {
                         with_slice(&xs, |xv: &[$t]| {
-                            batch_norm_bwd(gv, xv, w.as_deref(), &mean, &rstd, s)
+                            batch_norm_bwd(gv, xv, w.as_deref(), (&mean, &rstd), s, gate)
                         })
                     })??;
                     (
@@ -501,7 +548,8 @@ impl BatchNorm {
         }
     }
 
-    fn forward_checked(&self, op: &str, x: &Tensor, ranks: &[usize]) -> Result<Tensor> {
+    /// The forward of the module (`relu`: then a ReLU, fused when training).
+    fn forward_checked(&self, op: &str, x: &Tensor, ranks: &[usize], relu: bool) -> Result<Tensor> {
         if !ranks.contains(&x.rank()) || x.dims()[1] != self.num_features {
             return Err(Error::shape(
                 op,
@@ -522,15 +570,12 @@ impl BatchNorm {
                 momentum = 1.0 / n as f64;
             }
         }
-        batch_norm(
+        batch_norm_act(
             x,
-            Some(&self.running_mean),
-            Some(&self.running_var),
-            self.weight.as_ref(),
-            self.bias.as_ref(),
-            self.training,
-            momentum,
-            self.eps,
+            (Some(&self.running_mean), Some(&self.running_var)),
+            (self.weight.as_ref(), self.bias.as_ref()),
+            (self.training, momentum, self.eps),
+            relu,
         )
     }
 
@@ -608,7 +653,10 @@ macro_rules! batchnorm {
 
         impl Module for $name {
             fn forward(&self, x: &Tensor) -> Result<Tensor> {
-                self.0.forward_checked($op, x, &$ranks)
+                self.0.forward_checked($op, x, &$ranks, false)
+            }
+            fn forward_relu(&self, x: &Tensor) -> Option<Result<Tensor>> {
+                Some(self.0.forward_checked($op, x, &$ranks, true))
             }
             fn named_parameters(&self) -> Vec<(String, Tensor)> {
                 self.0.params()
