@@ -317,6 +317,33 @@ mod imp {
                 step(p, ((1u32 << (k - p)) - 1) as __mmask16);
             }
             for (i, row) in acc.iter().enumerate() {
+                if C == 4 && dst.cs == 1 {
+                    // the four sums across lanes at once: interleave and add pairwise
+                    // (13 instructions instead of 4 full reductions, ~32: the MLP forward
+                    // `[64, 784] @ [784, 128]` ~5 % faster)
+                    let (a, b, c, d) = (row[0], row[1], row[2], row[3]);
+                    let x = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+                    let y = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+                    let (xd, yd) = (_mm512_castps_pd(x), _mm512_castps_pd(y));
+                    let z = _mm512_add_ps(
+                        _mm512_castpd_ps(_mm512_unpacklo_pd(xd, yd)),
+                        _mm512_castpd_ps(_mm512_unpackhi_pd(xd, yd)),
+                    );
+                    let zd = _mm512_castps_pd(z);
+                    let h = _mm256_add_ps(
+                        _mm256_castpd_ps(_mm512_castpd512_pd256(zd)),
+                        _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(zd)),
+                    );
+                    let q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+                    let p = dst.ptr.add(i * dst.rs);
+                    let q = if add {
+                        _mm_add_ps(_mm_loadu_ps(p), q)
+                    } else {
+                        q
+                    };
+                    _mm_storeu_ps(p, q);
+                    continue;
+                }
                 for (j, &s) in row.iter().enumerate() {
                     let d = dst.ptr.add(i * dst.rs + j * dst.cs);
                     let v = _mm512_reduce_add_ps(s);
