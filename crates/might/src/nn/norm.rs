@@ -163,7 +163,7 @@ pub fn batch_norm(
 
 /// [`batch_norm`], then a ReLU when `relu`: in one fused op on the training path (the
 /// `BatchNorm2d → ReLU` of a CNN; saves the ReLU's pass over the activations each way).
-pub(crate) fn batch_norm_act(
+fn batch_norm_act(
     x: &Tensor,
     (running_mean, running_var): (Option<&Tensor>, Option<&Tensor>),
     (weight, bias): (Option<&Tensor>, Option<&Tensor>),
