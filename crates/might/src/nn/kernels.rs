@@ -3,6 +3,7 @@
 // Row kernels index several parallel slices with one column index.
 #![allow(clippy::needless_range_loop)]
 
+use crate::backend::cpu::conv_direct::relu_of;
 use crate::backend::cpu::rows::{row_sum, row_sum2};
 use crate::backend::cpu::{pool, simd, threads, CpuDType};
 use crate::{Error, Result, Tensor};
@@ -323,16 +324,6 @@ pub(crate) fn channel_affine<T: Real>(
         )
     });
     y
-}
-
-/// `max(v, 0)` as the `relu` op computes it (NaN gives 0).
-#[inline(always)]
-fn relu_of<T: Real>(v: T) -> T {
-    if v > T::f(0.0) {
-        v
-    } else {
-        T::f(0.0)
-    }
 }
 
 /// Training-mode BatchNorm backward over `[N, C, S]`: `(dx, dw, db)` from the output grad `g`,

@@ -110,9 +110,10 @@ impl Wide {
     }
 }
 
-/// The fused ReLU, as `Tensor::relu` computes it (NaN gives 0).
+/// The fused ReLU, as `Tensor::relu` computes it (NaN gives 0): the conv and BatchNorm
+/// epilogues.
 #[inline(always)]
-pub(super) fn relu_of<T: ConvFloat>(v: T) -> T {
+pub(crate) fn relu_of<T: num_traits::Float>(v: T) -> T {
     if v > T::zero() {
         v
     } else {

@@ -359,6 +359,52 @@ mod tests {
     use super::*;
     use crate::backend::cpu::matmul::tests::{pattern, reference};
 
+    /// A kernel's signature ([`dot`], [`outer`]).
+    type Kernel =
+        unsafe fn((usize, usize, usize), View<*mut f32>, View<*const f32>, View<*const f32>, bool);
+
+    /// Run `kernel` on `a` and `b` (views of buffers that hold every element the product
+    /// reads), overwriting then adding to an output of row stride `n + 3` whose padding holds
+    /// NaN and must stay untouched, and check it against the f64 product `want`.
+    fn check(
+        kernel: Kernel,
+        (m, n, k): (usize, usize, usize),
+        a: View<*const f32>,
+        b: View<*const f32>,
+        want: &[f64],
+    ) {
+        let ldd = n + 3;
+        // overwrite, then add to an output holding 1.5 everywhere (padding stays NaN)
+        for add in [false, true] {
+            let start = if add { 1.5 } else { f32::NAN };
+            let mut c: Vec<f32> = (0..m * ldd)
+                .map(|i| if i % ldd < n { start } else { f32::NAN })
+                .collect();
+            let dst = View {
+                ptr: c.as_mut_ptr(),
+                rs: ldd,
+                cs: 1,
+            };
+            // SAFETY: the caller checked the kernel's `suits` and passes operands valid for
+            // the whole product; `c` has m rows of `ldd >= n` with unit column stride.
+            unsafe { kernel((m, n, k), dst, a, b, add) };
+            for i in 0..m {
+                for j in 0..ldd {
+                    let got = c[i * ldd + j];
+                    if j >= n {
+                        assert!(got.is_nan(), "{m}x{n}x{k}: padding written at [{i}, {j}]");
+                        continue;
+                    }
+                    let w = want[i * n + j] + if add { 1.5 } else { 0.0 };
+                    assert!(
+                        (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                        "{m}x{n}x{k} add {add} [{i}, {j}]: {got} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Every block size (rows and columns not multiples of 4), inner dimensions with and
     /// without a masked tail, and an output written with a row stride wider than `n` (the
     /// padding must stay untouched).
@@ -379,54 +425,21 @@ mod tests {
             // `b` stored as [n, k]: the kernel reads it as its transpose
             let b = pattern(n * k, 5, 11, 4.0);
             assert!(suits(m, n, k, (k, 1), (1, k)));
-            let ldd = n + 3;
             let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i % n) * k + i / n]).collect();
             let want = reference(&a, &b_kn, (m, n, k));
-            // overwrite, then add to an output holding 1.5 everywhere (padding stays NaN)
-            for add in [false, true] {
-                let start = if add { 1.5 } else { f32::NAN };
-                let mut c: Vec<f32> = (0..m * ldd)
-                    .map(|i| if i % ldd < n { start } else { f32::NAN })
-                    .collect();
-                // SAFETY: AVX-512F checked; `a` is [m, k] and `b` = [n, k] read as its
-                // transpose [k, n] (row stride 1, column stride k); `c` has m rows of
-                // `ldd >= n`.
-                unsafe {
-                    dot(
-                        (m, n, k),
-                        View {
-                            ptr: c.as_mut_ptr(),
-                            rs: ldd,
-                            cs: 1,
-                        },
-                        View {
-                            ptr: a.as_ptr(),
-                            rs: k,
-                            cs: 1,
-                        },
-                        View {
-                            ptr: b.as_ptr(),
-                            rs: 1,
-                            cs: k,
-                        },
-                        add,
-                    )
-                };
-                for i in 0..m {
-                    for j in 0..ldd {
-                        let got = c[i * ldd + j];
-                        if j >= n {
-                            assert!(got.is_nan(), "{m}x{n}x{k}: padding written at [{i}, {j}]");
-                            continue;
-                        }
-                        let w = want[i * n + j] + if add { 1.5 } else { 0.0 };
-                        assert!(
-                            (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                            "{m}x{n}x{k} add {add} [{i}, {j}]: {got} vs {w}"
-                        );
-                    }
-                }
-            }
+            // `a` is [m, k]; `b` = [n, k] read as its transpose [k, n] (row stride 1,
+            // column stride k)
+            let av = View {
+                ptr: a.as_ptr(),
+                rs: k,
+                cs: 1,
+            };
+            let bv = View {
+                ptr: b.as_ptr(),
+                rs: 1,
+                cs: k,
+            };
+            check(dot, (m, n, k), av, bv, &want);
         }
     }
 
@@ -450,57 +463,25 @@ mod tests {
             (9, 65, 7),
         ] {
             // `a` stored as [k, lda] (its transpose, with padding), `b` as [k, ldb]
-            let (lda, ldb, ldd) = (m + 2, n + 5, n + 3);
+            let (lda, ldb) = (m + 2, n + 5);
             let at = pattern(k * lda, 7, 13, 8.0);
             let b = pattern(k * ldb, 5, 11, 4.0);
             assert!(suits_outer(m, n, k, (1, lda), (ldb, 1)));
             let a_mk: Vec<f32> = (0..m * k).map(|i| at[(i % k) * lda + i / k]).collect();
             let b_kn: Vec<f32> = (0..k * n).map(|i| b[(i / n) * ldb + i % n]).collect();
             let want = reference(&a_mk, &b_kn, (m, n, k));
-            for add in [false, true] {
-                let start = if add { 1.5 } else { f32::NAN };
-                let mut c: Vec<f32> = (0..m * ldd)
-                    .map(|i| if i % ldd < n { start } else { f32::NAN })
-                    .collect();
-                // SAFETY: AVX-512F checked; `a[i, p]` = `at[p * lda + i]` and `b[p, j]` =
-                // `b[p * ldb + j]` are inside their buffers for i < m, p < k, j < n; `c` has
-                // m rows of `ldd >= n` with unit column stride.
-                unsafe {
-                    outer(
-                        (m, n, k),
-                        View {
-                            ptr: c.as_mut_ptr(),
-                            rs: ldd,
-                            cs: 1,
-                        },
-                        View {
-                            ptr: at.as_ptr(),
-                            rs: 1,
-                            cs: lda,
-                        },
-                        View {
-                            ptr: b.as_ptr(),
-                            rs: ldb,
-                            cs: 1,
-                        },
-                        add,
-                    )
-                };
-                for i in 0..m {
-                    for j in 0..ldd {
-                        let got = c[i * ldd + j];
-                        if j >= n {
-                            assert!(got.is_nan(), "{m}x{n}x{k}: padding written at [{i}, {j}]");
-                            continue;
-                        }
-                        let w = want[i * n + j] + if add { 1.5 } else { 0.0 };
-                        assert!(
-                            (got as f64 - w).abs() <= 1e-4 * (1.0 + w.abs()),
-                            "{m}x{n}x{k} add {add} [{i}, {j}]: {got} vs {w}"
-                        );
-                    }
-                }
-            }
+            // `a[i, p]` = `at[p * lda + i]`, `b[p, j]` = `b[p * ldb + j]`
+            let av = View {
+                ptr: at.as_ptr(),
+                rs: 1,
+                cs: lda,
+            };
+            let bv = View {
+                ptr: b.as_ptr(),
+                rs: ldb,
+                cs: 1,
+            };
+            check(outer, (m, n, k), av, bv, &want);
         }
     }
 
