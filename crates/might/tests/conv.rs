@@ -653,9 +653,11 @@ fn pool_argument_errors() {
 #[test]
 fn conv2d_relu_matches_conv2d_then_relu() -> Result<()> {
     type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 2], usize);
-    let cases: [Case; 4] = [
+    let cases: [Case; 5] = [
         ([3, 1, 28, 28], [8, 1, 3, 3], [1, 1], [0, 0], 1),
         ([2, 8, 13, 13], [16, 8, 3, 3], [1, 1], [1, 1], 1),
+        // output rows shorter than the 8-element steps of the row copies
+        ([2, 2, 10, 7], [3, 2, 3, 2], [1, 1], [0, 0], 1),
         ([2, 4, 9, 7], [6, 2, 3, 2], [1, 1], [0, 1], 2),
         ([2, 3, 9, 9], [4, 3, 3, 3], [2, 2], [1, 1], 1),
     ];

@@ -66,8 +66,9 @@ fn each_term(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
 
 #[test]
 fn direct_conv_matches_the_definition() {
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (2, 1, 12, 12, 8, 3, 3, [0, 0], 1),  // MNIST conv1-like
+        (2, 2, 10, 7, 3, 3, 2, [0, 0], 1),   // output rows shorter than a row-copy step
         (2, 8, 13, 13, 16, 3, 3, [0, 0], 1), // MNIST conv2
         (2, 3, 9, 10, 5, 3, 3, [1, 1], 1),   // "same" padding, rows not a tile multiple
         (1, 4, 7, 12, 6, 2, 3, [0, 1], 2),   // groups, rectangular kernel, uneven padding
