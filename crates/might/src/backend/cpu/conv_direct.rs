@@ -126,25 +126,11 @@ pub(super) fn relu_grad<T: ConvFloat>(g: T, y: T) -> T {
 }
 
 /// `dst.copy_from_slice(src)` for the short rows of small images (11 to 28 elements), in
-/// fixed 8-element moves, the last one overlapping the one before: a `memcpy` call per row
-/// cost more than the copy (LLVM turns plain element loops into such calls too).
+/// [`map_row`]'s fixed 8-element moves: a `memcpy` call per row cost more than the copy (LLVM
+/// turns plain element loops into such calls too).
 #[inline(always)]
 fn copy_row<T: Copy>(dst: &mut [T], src: &[T]) {
-    const C: usize = 8;
-    let n = src.len();
-    if n < C || dst.len() != n {
-        return dst.copy_from_slice(src);
-    }
-    let mut i = 0;
-    loop {
-        let j = i.min(n - C);
-        let chunk: [T; C] = src[j..j + C].try_into().expect("C elements");
-        dst[j..j + C].copy_from_slice(&chunk);
-        if j + C >= n {
-            return;
-        }
-        i += C;
-    }
+    map_row(dst, src, src, |x, _| x)
 }
 
 /// `dst[i] = f(a[i], b[i])` over a short row (11 to 28 elements on small images), in fixed
