@@ -481,22 +481,25 @@ fn batchnorm_relu_fused_matches_separate_ops() -> Result<()> {
             for t in [&xg, &wg, &bg] {
                 t.requires_grad_(true);
             }
+            // in a `Sequential` (fused when training) or one op after the other
+            let run = |bn: Box<dyn Module>| -> Result<Tensor> {
+                if fused {
+                    let mut seq = Sequential::new();
+                    seq.push(bn);
+                    seq.add(ReLU).forward(&xg)
+                } else {
+                    bn.forward(&xg)?.relu()
+                }
+            };
+            let (wa, ba) = (Some(wg.clone()), Some(bg.clone()));
             let y = if dims.len() == 4 {
                 let mut bn = BatchNorm2d::new(c);
-                bn.set_affine(Some(wg.clone()), Some(bg.clone()))?;
-                if fused {
-                    Sequential::new().add(bn).add(ReLU).forward(&xg)?
-                } else {
-                    bn.forward(&xg)?.relu()?
-                }
+                bn.set_affine(wa, ba)?;
+                run(Box::new(bn))?
             } else {
                 let mut bn = BatchNorm1d::new(c);
-                bn.set_affine(Some(wg.clone()), Some(bg.clone()))?;
-                if fused {
-                    Sequential::new().add(bn).add(ReLU).forward(&xg)?
-                } else {
-                    bn.forward(&xg)?.relu()?
-                }
+                bn.set_affine(wa, ba)?;
+                run(Box::new(bn))?
             };
             y.mul(&r)?.sum_all()?.backward()?;
             let grads: Vec<Vec<f32>> = [&xg, &wg, &bg]
