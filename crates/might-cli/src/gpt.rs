@@ -102,6 +102,8 @@ pub struct GptTrainArgs {
 pub struct GptTrainCli {
     #[command(flatten)]
     pub args: GptTrainArgs,
+    #[command(flatten)]
+    pub precision: crate::PrecisionArg,
 }
 
 /// Options of `might sample`.
@@ -513,6 +515,10 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         ("steps", args.steps.to_string()),
         ("seconds", num(prior_secs + secs)),
         ("threads", threads.to_string()),
+        (
+            "matmul_precision",
+            json_str(&might::get_float32_matmul_precision().to_string()),
+        ),
         ("parameters", model.num_parameters().to_string()),
     ]);
     let body: Vec<String> = fields

@@ -27,6 +27,36 @@ use clap::{Parser, Subcommand, ValueEnum};
 struct Cli {
     #[command(subcommand)]
     cmd: Command,
+    #[command(flatten)]
+    precision: PrecisionArg,
+}
+
+/// `--matmul-precision`, taken by every command.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct PrecisionArg {
+    /// Internal precision of f32 matrix products (PyTorch's `set_float32_matmul_precision`):
+    /// `medium` rounds their operands to bfloat16 and sums in f32, twice as fast on CPUs with
+    /// AVX512-BF16 (elsewhere it multiplies in f32).
+    #[arg(long, global = true, value_enum, default_value = "highest")]
+    matmul_precision: Precision,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Precision {
+    Highest,
+    High,
+    Medium,
+}
+
+impl PrecisionArg {
+    /// Set the process-wide precision.
+    pub fn apply(self) {
+        might::set_float32_matmul_precision(match self.matmul_precision {
+            Precision::Highest => might::MatmulPrecision::Highest,
+            Precision::High => might::MatmulPrecision::High,
+            Precision::Medium => might::MatmulPrecision::Medium,
+        });
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -213,7 +243,10 @@ fn main() -> ExitCode {
                     }
                     train::CliError(one_line(&e))
                 })
-                .and_then(|c| gpt::train(&c.args)),
+                .and_then(|c| {
+                    c.precision.apply();
+                    gpt::train(&c.args)
+                }),
         );
     }
     let cli = match Cli::try_parse() {
@@ -233,6 +266,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    cli.precision.apply();
     let result = match cli.cmd {
         Command::Train(args) => train::train(&args),
         Command::Eval {

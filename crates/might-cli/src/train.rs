@@ -393,7 +393,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     })?;
     let train_secs: f64 = epoch_secs.iter().sum();
     println!(
-        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{}}}",
+        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{},\"matmul_precision\":{}}}",
         json_str(args.dataset.as_str()),
         json_str(args.model.as_str()),
         last.epoch,
@@ -402,7 +402,8 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         num(median(&mut epoch_secs)),
         num(samples_total as f64 / train_secs.max(1e-9)),
         num(peak_rss_mb()),
-        threads
+        threads,
+        json_str(&might::get_float32_matmul_precision().to_string())
     );
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! or sliced operands are multiplied in place, never copied.
 
 use super::strided::RowPlan;
-use super::{sgemm, threads};
+use super::{bgemm, sgemm, threads};
 use crate::Layout;
 use gemm::Parallelism;
 use half::f16;
@@ -227,11 +227,15 @@ enum Own {
     Dot,
     /// [`sgemm::outer`]: columns of `a` and rows of `b` contiguous, short inner dimension.
     Outer,
+    /// [`bgemm::gemm`]: bf16 operands, f32 sums, at `MatmulPrecision::Medium` (any layout).
+    Bf16,
 }
 
 fn own_kernel<T: 'static>((m, n, k): (usize, usize, usize), a: Operand, b: Operand) -> Own {
     if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
         Own::Crate
+    } else if bgemm::suits(m, n, k) {
+        Own::Bf16
     } else if sgemm::suits(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
         Own::Dot
     } else if sgemm::suits_outer(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
@@ -304,10 +308,10 @@ impl<T: GemmDType> Tile<T> {
             // contiguous rows; the block's elements are the ones `gemm` would touch below
             // (caller's contract).
             unsafe {
-                if own == Own::Dot {
-                    sgemm::dot(size, dst, lhs, rhs, acc)
-                } else {
-                    sgemm::outer(size, dst, lhs, rhs, acc)
+                match own {
+                    Own::Dot => sgemm::dot(size, dst, lhs, rhs, acc),
+                    Own::Outer => sgemm::outer(size, dst, lhs, rhs, acc),
+                    _ => bgemm::gemm(size, dst, lhs, rhs, acc),
                 }
             }
             return;

@@ -1,5 +1,6 @@
 //! The CPU backend: typed buffers and the kernels that read them through layouts.
 
+pub mod bgemm;
 pub mod conv;
 pub mod conv_direct;
 pub mod elementwise;
