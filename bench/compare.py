@@ -198,25 +198,33 @@ def main():
         if has_gpt:
             grss = {"might": [], "torch": []}
 
-            def gpt_might():
+            def gpt_might(*extra):
                 # the PyTorch script's shape: B=16, T=64; no eval during the timed steps
                 j, _ = run([a.might, "train", "gpt", "--steps", "23", "--warmup", "3",
                             "--batch-size", "16", "--eval-interval", "1000",
                             "--eval-batches", "1", "--threads", str(t),
-                            "--out", os.path.join(tmp, "gpt")], env)
+                            "--out", os.path.join(tmp, "gpt"), *extra], env)
                 if j and "ms_per_step" in j:
-                    if "peak_rss_mb" in j:
+                    if "peak_rss_mb" in j and not extra:
                         grss["might"].append(j["peak_rss_mb"])
                     return j["ms_per_step"]
 
-            def gpt_torch():
-                j, _ = run([a.python, "bench/torch/gpt_step.py", "--threads", str(t)], env)
+            def gpt_torch(*extra):
+                j, _ = run([a.python, "bench/torch/gpt_step.py", "--threads", str(t), *extra],
+                           env)
                 if j:
-                    grss["torch"].append(j["peak_rss_mb"])
+                    if not extra:
+                        grss["torch"].append(j["peak_rss_mb"])
                     return j["ms_per_step"]
             ms, ts = alternate(reps, gpt_might, gpt_torch)
             add("char-GPT train step", t, "ms", False, ms, ts)
             add("peak RSS, char-GPT run", t, "MB", False, grss["might"], grss["torch"])
+            # 5b. the same step with bf16 operands in the products on both sides
+            if "--matmul-precision" in gpt_probe.stdout:
+                ms, ts = alternate(reps, lambda: gpt_might("--matmul-precision", "medium"),
+                                   lambda: gpt_torch("--bf16"))
+                add("char-GPT train step, bf16 matmuls", t, "ms", False, ms, ts,
+                    "might --matmul-precision medium vs torch.autocast(cpu, bfloat16)")
         else:
             log("  (skipping char-GPT: `might train gpt` is not in this build)")
             rows.append({"workload": "char-GPT train step", "threads": t, "unit": "ms",

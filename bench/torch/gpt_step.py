@@ -3,7 +3,12 @@
 Random token batches (the step cost does not depend on the text). Reports the median
 ms/step over --steps steps after 3 warm-up steps, and peak RSS.
 
-usage: python gpt_step.py --threads T [--steps N]
+--bf16: the products in bfloat16 through PyTorch's CPU autocast (`torch.autocast("cpu",
+dtype=torch.bfloat16)`; the loss in f32), its way of running the matmuls on bf16 operands: the
+counterpart of `might --matmul-precision medium`. (`torch.set_float32_matmul_precision
+("medium")` does not change CPU matmuls: checked, their results stay f32-exact.)
+
+usage: python gpt_step.py --threads T [--steps N] [--bf16]
 """
 import time
 
@@ -15,6 +20,7 @@ V, T, B, D, H, L = 65, 64, 16, 128, 4, 4
 def main():
     def extra(p):
         p.add_argument("--steps", type=int, default=20)
+        p.add_argument("--bf16", action="store_true")
     a = common.parse(extra)
     torch = common.setup_threads(a.threads)
     import torch.nn as nn
@@ -53,7 +59,9 @@ def main():
         xb = torch.randint(0, V, (B, T))
         yb = torch.randint(0, V, (B, T))
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(xb).view(-1, V), yb.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(xb)
+        loss = F.cross_entropy(logits.float().view(-1, V), yb.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -61,7 +69,7 @@ def main():
         if i >= 3:
             times.append(time.perf_counter() - t0)
     times.sort()
-    common.emit({"bench": "gpt_step", "lib": "torch", "threads": a.threads,
+    common.emit({"bench": "gpt_step", "lib": "torch", "threads": a.threads, "bf16": a.bf16,
                  "ms_per_step": 1e3 * times[len(times) // 2], "peak_rss_mb": common.peak_rss_mb()})
 
 

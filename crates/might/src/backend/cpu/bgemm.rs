@@ -315,6 +315,10 @@ mod imp {
                     let src = a.ptr.add((i0 + i) * a.rs + k0);
                     let dst = out.add(i * kc);
                     for s in (0..kn).step_by(32) {
+                        // the next row: its lines are a page or more away, where the
+                        // hardware prefetcher would only start after missing a few
+                        _mm_prefetch::<_MM_HINT_T0>(src.add(a.rs + s) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(src.add(a.rs + s + 16) as *const i8);
                         let lo = mask16(kn - s);
                         let hi = mask16(kn.saturating_sub(s + 16));
                         let both = _mm512_cvtne2ps_pbh(
