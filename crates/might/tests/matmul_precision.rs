@@ -172,6 +172,18 @@ fn linear_layer_trains_at_medium() -> Result<()> {
     };
     let f32s = run(MatmulPrecision::Highest)?;
     let bf16s = run(MatmulPrecision::Medium)?;
+    if available() {
+        // the forward exactly: bf16-rounded x @ Wᵀ, plus the bias once
+        let (xv, wv) = (x.to_vec::<f32>()?, layer.weight.to_vec::<f32>()?);
+        let wt: Vec<f32> = (0..96 * 80).map(|i| wv[(i % 80) * 96 + i / 80]).collect();
+        let bias = layer.bias.as_ref().unwrap().to_vec::<f32>()?;
+        let y: Vec<f32> = bf16s[0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v - bias[i % 80])
+            .collect();
+        assert!(worst(&y, &xv, &wt, (64, 80, 96), bf16) < 1e-6);
+    }
     let mut differs = false;
     for (name, (a, b)) in ["output", "input grad", "weight grad", "bias grad"]
         .iter()

@@ -69,29 +69,32 @@ pub fn round_bf16(x: f32) -> u16 {
     }
 }
 
-/// `dst[m, n] = a[m, k] @ b[k, n]` (`+=` when `add`) with bf16-rounded operands, f32 sums,
-/// single-threaded, `dst` with contiguous rows (`dst.cs == 1`).
+/// `dst[m, n] = a[m, k] @ b[k, n]` (`+=` when `add`), plus `bias[n]` on every row unless
+/// `bias` is null, with bf16-rounded operands and f32 sums, single-threaded, `dst` with
+/// contiguous rows (`dst.cs == 1`). (The bias is added in the last step, from registers: no
+/// pass over `dst` to fill it in first.)
 ///
 /// # Safety
 /// [`available`] must hold; every element `a[i, p]`, `b[p, j]`, `dst[i, j]` for `i < m`,
-/// `j < n`, `p < k` must be valid at its strides, and no other thread may read or write that
-/// part of `dst` meanwhile.
+/// `j < n`, `p < k` must be valid at its strides, a non-null `bias` must hold `n` floats, and
+/// no other thread may read or write that part of `dst` meanwhile.
 pub unsafe fn gemm(
     (m, n, k): (usize, usize, usize),
     dst: View<*mut f32>,
     a: View<*const f32>,
     b: View<*const f32>,
     add: bool,
+    bias: *const f32,
 ) {
     debug_assert_eq!(dst.cs, 1);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's contract (`available` checked the CPU features).
     unsafe {
-        imp::run((m, n, k), dst, a, b, add)
+        imp::run((m, n, k), dst, a, b, add, bias)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (m, n, k, dst, a, b, add);
+        let _ = (m, n, k, dst, a, b, add, bias);
         unreachable!("bgemm::gemm: AVX512-BF16 only")
     }
 }
@@ -140,6 +143,7 @@ mod imp {
         a: View<*const f32>,
         b: View<*const f32>,
         add: bool,
+        bias: *const f32,
     ) {
         if m == 0 || n == 0 {
             return;
@@ -173,6 +177,12 @@ mod imp {
                                     ldc: dst.rs,
                                     cols,
                                     load: add || p0 > 0,
+                                    // once, with the last block of the sum
+                                    bias: if bias.is_null() || p0 + kc < pairs {
+                                        std::ptr::null()
+                                    } else {
+                                        bias.add(j0 + q * NR)
+                                    },
                                 };
                                 unsafe {
                                     match MR.min(mc - r0) {
@@ -204,6 +214,8 @@ mod imp {
         cols: usize,
         /// Add to `c`'s values (else overwrite them).
         load: bool,
+        /// Null, or `cols` values to add to every row.
+        bias: *const f32,
     }
 
     impl Tile {
@@ -232,19 +244,24 @@ mod imp {
                     }
                 }
             }
-            for (r, row) in acc.iter().enumerate() {
-                for v in 0..NV {
-                    if masks[v] == 0 {
-                        continue;
-                    }
+            for v in 0..NV {
+                if masks[v] == 0 {
+                    continue;
+                }
+                // SAFETY: the bias holds `cols` values (masked).
+                let bias = (!self.bias.is_null())
+                    .then(|| unsafe { _mm512_maskz_loadu_ps(masks[v], self.bias.add(16 * v)) });
+                for (r, row) in acc.iter().enumerate() {
                     // SAFETY: row `r`, the vector's columns below `cols` (masked).
                     unsafe {
                         let c = self.c.add(r * self.ldc + 16 * v);
-                        let sum = if self.load {
-                            _mm512_add_ps(row[v], _mm512_maskz_loadu_ps(masks[v], c))
-                        } else {
-                            row[v]
-                        };
+                        let mut sum = row[v];
+                        if let Some(b) = bias {
+                            sum = _mm512_add_ps(sum, b);
+                        }
+                        if self.load {
+                            sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(masks[v], c));
+                        }
                         _mm512_mask_storeu_ps(c, masks[v], sum);
                     }
                 }
@@ -551,7 +568,8 @@ mod tests {
 
     /// Every packing path (each operand row-major, column-major and strided), odd inner
     /// dimensions, edges of every block (6-row groups, 64-column panels, 96-row, 512-column
-    /// and 256-pair blocks), overwriting and adding: the f64 sum of the bf16-rounded products.
+    /// and 256-pair blocks), overwriting with a bias and adding: the f64 sum of the
+    /// bf16-rounded products.
     #[test]
     fn matches_the_rounded_products() {
         if !available() {
@@ -571,6 +589,7 @@ mod tests {
             let av = values(m * k, 2 * case as u64 + 1);
             let bv = values(k * n, 2 * case as u64 + 2);
             let init = values(m * n, 99);
+            let bias = values(n, 98);
             for (la, lb) in lays.iter().flat_map(|&a| lays.map(|b| (a, b))) {
                 let (abuf, ars, acs) = store(&av, (m, k), la);
                 let (bbuf, brs, bcs) = store(&bv, (k, n), lb);
@@ -600,6 +619,7 @@ mod tests {
                                 cs: bcs,
                             },
                             add,
+                            if add { std::ptr::null() } else { bias.as_ptr() },
                         )
                     };
                     let mut far = 0.0f64;
@@ -614,7 +634,8 @@ mod tests {
                             for (r, e) in terms {
                                 (want, exact, mag) = (want + r, exact + e, mag + r.abs());
                             }
-                            let base = if add { init[i * n + j] as f64 } else { 0.0 };
+                            // overwriting adds the bias, adding does not
+                            let base = if add { init[i * n + j] } else { bias[j] } as f64;
                             let got = c[i * n + j] as f64;
                             assert!(
                                 (got - base - want).abs() <= 1e-6 * (mag + base.abs()) + 1e-6,

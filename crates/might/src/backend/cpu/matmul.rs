@@ -274,7 +274,9 @@ impl<T: GemmDType> Tile<T> {
     /// may touch that block of `dst` meanwhile.
     unsafe fn run(&self, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
         let (a, b) = (self.a, self.b);
-        let acc = !self.bias.is_null();
+        let own = own_kernel::<T>((rows.len(), cols.len(), self.k), a, b);
+        // (the bf16 kernel adds the bias itself, from registers)
+        let acc = !self.bias.is_null() && own != Own::Bf16;
         if acc {
             for i in rows.clone() {
                 // SAFETY: row `i`, columns `cols` of `dst` are this block's (caller's
@@ -285,7 +287,6 @@ impl<T: GemmDType> Tile<T> {
                 }
             }
         }
-        let own = own_kernel::<T>((rows.len(), cols.len(), self.k), a, b);
         if own != Own::Crate {
             let f = |p: *const T| p as *const f32;
             let dst = sgemm::View {
@@ -311,7 +312,18 @@ impl<T: GemmDType> Tile<T> {
                 match own {
                     Own::Dot => sgemm::dot(size, dst, lhs, rhs, acc),
                     Own::Outer => sgemm::outer(size, dst, lhs, rhs, acc),
-                    _ => bgemm::gemm(size, dst, lhs, rhs, acc),
+                    _ => bgemm::gemm(
+                        size,
+                        dst,
+                        lhs,
+                        rhs,
+                        false,
+                        if self.bias.is_null() {
+                            std::ptr::null()
+                        } else {
+                            self.bias.add(cols.start) as *const f32
+                        },
+                    ),
                 }
             }
             return;
