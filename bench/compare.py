@@ -156,6 +156,16 @@ def main():
         wl = "MNIST MLP epoch" + (f" ({limit} samples)" if limit else "")
         add(wl, t, "s", False, ms, ts)
         add("peak RSS, MNIST MLP run", t, "MB", False, rss["might"], rss["torch"])
+        if "--matmul-precision" in help_train:
+            ms, ts = alternate(
+                reps,
+                lambda: (run([a.might, "train", "mnist", "--epochs", "1", "--threads", str(t),
+                              "--out", os.path.join(tmp, "mlp"), "--matmul-precision", "medium",
+                              *lim_m], env)[0] or {}).get("seconds_per_epoch"),
+                lambda: (run([a.python, "bench/torch/mlp_mnist.py", "--threads", str(t), "--bf16",
+                              *lim_t], env)[0] or {}).get("seconds_per_epoch"))
+            add(wl + ", bf16 matmuls", t, "s", False, ms, ts,
+                "might --matmul-precision medium vs torch.autocast(cpu, bfloat16)")
 
         # 6. process start -> first step (whole process: load data, one step of 64, test eval).
         ms, ts = alternate(

@@ -7,7 +7,10 @@ With --first-step: load the data, build the model, take one step on 64 samples, 
 test set and exit (the driver times the whole process: start -> first step, like
 `might train mnist --limit 64`).
 
-usage: python mlp_mnist.py --threads T [--data DIR] [--limit N] [--model mlp|small-cnn|cnn] [--first-step]
+usage: python mlp_mnist.py --threads T [--data DIR] [--limit N] [--model mlp|small-cnn|cnn] [--first-step] [--bf16]
+
+--bf16: the model under PyTorch's CPU autocast to bfloat16 (the loss in f32), the counterpart of
+`might train mnist --matmul-precision medium` (see gpt_step.py).
 
 --model cnn is `might train mnist --model cnn` (the >= 99 % CNN): [conv3x3 (no bias) -> BatchNorm
 -> ReLU -> maxpool 2] at 32 and 64 channels, Dropout(0.25) -> Linear(3136, 128) -> ReLU ->
@@ -24,6 +27,7 @@ def main():
         p.add_argument("--first-step", action="store_true")
         p.add_argument("--model", default="mlp", choices=["mlp", "small-cnn", "cnn"])
         p.add_argument("--limit", type=int, default=0, help="use the first N training samples")
+        p.add_argument("--bf16", action="store_true")
     a = common.parse(extra)
     torch = common.setup_threads(a.threads)
     import torch.nn as nn
@@ -65,8 +69,9 @@ def main():
     for i in range(0, n, b):
         idx = perm[i:i + b]
         xb, yb = x[idx], y[idx]
-        logits = model(xb)
-        loss = lossf(logits, yb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            logits = model(xb)
+        loss = lossf(logits.float(), yb)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -76,7 +81,7 @@ def main():
         right += int((logits.argmax(1) == yb).sum())
     secs = time.perf_counter() - t0
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
         acc = float((model(xt).argmax(1) == yt).float().mean())
     common.emit({"bench": "mnist_" + a.model, "lib": "torch", "threads": a.threads,
                  "seconds_per_epoch": secs, "train_loss": tot / n, "test_accuracy": acc,

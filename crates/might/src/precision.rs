@@ -8,6 +8,10 @@
 //! inputs, outputs and everything else stay f32, so only the products' rounding changes (each
 //! operand keeps 8 significant bits instead of 24). Where the CPU lacks the instructions, or a
 //! product is too small to gain, the f32 path runs whatever the setting.
+//!
+//! As in PyTorch, the setting covers matrix products (`matmul`, linear layers, their
+//! gradients), not convolutions; attention's fused kernels also keep their small products
+//! in f32.
 
 use std::fmt;
 use std::str::FromStr;
