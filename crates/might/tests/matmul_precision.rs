@@ -134,15 +134,19 @@ fn medium_rounds_the_operands_of_f32_products() -> Result<()> {
     Ok(())
 }
 
-/// Products too small to gain from rounding stay in f32 even at `medium`.
+/// Products too small to gain from rounding (a short inner dimension, a few output columns,
+/// little work) stay in f32 even at `medium`.
 #[test]
 fn small_products_stay_f32_at_medium() -> Result<()> {
     let _s = setting();
-    let a = Tensor::from_vec(values(8 * 16, 3), [8, 16])?;
-    let b = Tensor::from_vec(values(16 * 8, 4), [16, 8])?;
-    let want = a.matmul(&b)?.to_vec::<f32>()?;
-    might::set_float32_matmul_precision(MatmulPrecision::Medium);
-    assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, want);
+    for (m, k, n) in [(8, 16, 8), (256, 128, 10), (256, 16, 256), (32, 32, 32)] {
+        let a = Tensor::from_vec(values(m * k, 3), [m, k])?;
+        let b = Tensor::from_vec(values(k * n, 4), [k, n])?;
+        might::set_float32_matmul_precision(MatmulPrecision::Highest);
+        let want = a.matmul(&b)?.to_vec::<f32>()?;
+        might::set_float32_matmul_precision(MatmulPrecision::Medium);
+        assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, want, "{m}x{k}x{n}");
+    }
     Ok(())
 }
 
