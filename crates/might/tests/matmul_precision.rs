@@ -96,38 +96,39 @@ fn names_follow_pytorch_and_the_default_is_highest() {
 #[test]
 fn medium_rounds_the_operands_of_f32_products() -> Result<()> {
     let _s = setting();
-    let (m, n, k) = (70, 130, 300);
-    let (av, bv) = (values(m * k, 1), values(k * n, 2));
-    let a = Tensor::from_vec(av.clone(), [m, k])?;
-    let b = Tensor::from_vec(bv.clone(), [k, n])?;
-    // the same `b` as the transpose of a row-major [n, k] weight
-    let bt = b.t()?.contiguous()?.t()?;
-    let exact = |x: f32| x as f64;
-    for threads in [1, 2] {
-        might::set_num_threads(threads);
-        for rhs in [&b, &bt] {
-            let mut got = Vec::new();
-            for p in [
-                MatmulPrecision::Highest,
-                MatmulPrecision::High,
-                MatmulPrecision::Medium,
-            ] {
-                might::set_float32_matmul_precision(p);
-                got.push(a.matmul(rhs)?.to_vec::<f32>()?);
-            }
-            assert!(worst(&got[0], &av, &bv, (m, n, k), exact) < 1e-6);
-            assert_eq!(got[0], got[1], "high multiplies in f32 on CPUs");
-            if available() {
-                assert!(
-                    worst(&got[2], &av, &bv, (m, n, k), bf16) < 1e-6,
-                    "{threads}T"
-                );
-                assert!(
-                    worst(&got[2], &av, &bv, (m, n, k), exact) > 1e-4,
-                    "not rounded"
-                );
-            } else {
-                assert_eq!(got[0], got[2], "no AVX512-BF16: medium multiplies in f32");
+    // (100, 48, 64) on two threads: one block of rows is 36 x 48 x 64, too small to round
+    // on its own, but the product is rounded as a whole
+    for (m, n, k) in [(70, 130, 300), (100, 48, 64)] {
+        let (av, bv) = (values(m * k, 1), values(k * n, 2));
+        let a = Tensor::from_vec(av.clone(), [m, k])?;
+        let b = Tensor::from_vec(bv.clone(), [k, n])?;
+        // the same `b` as the transpose of a row-major [n, k] weight
+        let bt = b.t()?.contiguous()?.t()?;
+        let exact = |x: f32| x as f64;
+        for threads in [1, 2] {
+            might::set_num_threads(threads);
+            for rhs in [&b, &bt] {
+                let mut got = Vec::new();
+                for p in [
+                    MatmulPrecision::Highest,
+                    MatmulPrecision::High,
+                    MatmulPrecision::Medium,
+                ] {
+                    might::set_float32_matmul_precision(p);
+                    got.push(a.matmul(rhs)?.to_vec::<f32>()?);
+                }
+                let size = (m, n, k);
+                assert!(worst(&got[0], &av, &bv, size, exact) < 1e-6);
+                assert_eq!(got[0], got[1], "high multiplies in f32 on CPUs");
+                if available() {
+                    assert!(
+                        worst(&got[2], &av, &bv, size, bf16) < 1e-6,
+                        "{size:?} {threads}T"
+                    );
+                    assert!(worst(&got[2], &av, &bv, size, exact) > 1e-4, "not rounded");
+                } else {
+                    assert_eq!(got[0], got[2], "no AVX512-BF16: medium multiplies in f32");
+                }
             }
         }
     }

@@ -75,7 +75,15 @@ fn gemm_one<T: GemmDType>(
     // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (AVX2 gemm 0.18: m = 16 / 64
     // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
     // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
-    let own = own_kernel::<T>((m, n, k), a, b);
+    // bf16 operands (`MatmulPrecision::Medium`) are chosen for the whole product, so every
+    // block of it, on whichever thread, rounds the same way
+    let bf16 =
+        std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && bgemm::suits(m, n, k);
+    let own = if bf16 {
+        Own::Bf16
+    } else {
+        own_kernel::<T>((m, n, k), a, b)
+    };
     if own == Own::Crate && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
         let mut t = vec![T::ZERO; m * n];
         let wa = Operand {
@@ -106,6 +114,7 @@ fn gemm_one<T: GemmDType>(
         b,
         k,
         bias: bias.map_or(std::ptr::null(), |b| b.as_ptr()),
+        bf16,
     };
     // (not where the dot kernel takes the whole product: it needs the whole inner dimension)
     if threads >= 2 && k >= 512 && m * n <= 128 * k && own != Own::Dot {
@@ -227,15 +236,14 @@ enum Own {
     Dot,
     /// [`sgemm::outer`]: columns of `a` and rows of `b` contiguous, short inner dimension.
     Outer,
-    /// [`bgemm::gemm`]: bf16 operands, f32 sums, at `MatmulPrecision::Medium` (any layout).
+    /// [`bgemm::gemm`]: bf16 operands, f32 sums, at `MatmulPrecision::Medium` (any layout;
+    /// chosen per product, not per block).
     Bf16,
 }
 
 fn own_kernel<T: 'static>((m, n, k): (usize, usize, usize), a: Operand, b: Operand) -> Own {
     if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
         Own::Crate
-    } else if bgemm::suits(m, n, k) {
-        Own::Bf16
     } else if sgemm::suits(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
         Own::Dot
     } else if sgemm::suits_outer(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
@@ -259,6 +267,8 @@ struct Tile<T> {
     /// Null, or `n` values added to every output row (written into the block first, then
     /// the product adds to it: the block is warm in this thread's cache).
     bias: *const T,
+    /// Run every block through [`bgemm`] (decided once for the whole product).
+    bf16: bool,
 }
 
 // SAFETY: a `Tile` is only shared while its owner (`gemm_one`) holds `&mut` to the output and
@@ -274,7 +284,11 @@ impl<T: GemmDType> Tile<T> {
     /// may touch that block of `dst` meanwhile.
     unsafe fn run(&self, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
         let (a, b) = (self.a, self.b);
-        let own = own_kernel::<T>((rows.len(), cols.len(), self.k), a, b);
+        let own = if self.bf16 {
+            Own::Bf16
+        } else {
+            own_kernel::<T>((rows.len(), cols.len(), self.k), a, b)
+        };
         // (the bf16 kernel adds the bias itself, from registers)
         let acc = !self.bias.is_null() && own != Own::Bf16;
         if acc {
