@@ -171,6 +171,7 @@ mod imp {
                     unsafe { pack_b(b, (p0, kc), (j0, nc), k, bp) };
                     for i0 in (0..m).step_by(MC) {
                         let mc = MC.min(m - i0);
+                        // SAFETY: rows `i0..i0 + mc` of `a` are inside it; `ap` holds `MC * KC`.
                         unsafe { pack_a(a, (i0, mc), (p0, kc), k, ap) };
                         for q in 0..nc.div_ceil(NR) {
                             let cols = NR.min(nc - q * NR);
@@ -192,6 +193,8 @@ mod imp {
                                         bias.add(j0 + q * NR)
                                     },
                                 };
+                                // SAFETY: the tile's rows and columns are inside `dst` and
+                                // its packed rows and panel inside the buffers just packed.
                                 unsafe {
                                     match MR.min(mc - r0) {
                                         6 => tile.run::<6>(),
