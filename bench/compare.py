@@ -140,30 +140,28 @@ def main():
         lim_t = ["--limit", str(limit)] if limit else []
         rss = {"might": [], "torch": []}
 
-        def mlp_might():
+        def mlp_might(*extra):
             j, _ = run([a.might, "train", "mnist", "--epochs", "1", "--threads", str(t),
-                        "--out", os.path.join(tmp, "mlp"), *lim_m], env)
+                        "--out", os.path.join(tmp, "mlp"), *lim_m, *extra], env)
             if j:
-                rss["might"].append(j["peak_rss_mb"])
+                if not extra:
+                    rss["might"].append(j["peak_rss_mb"])
                 return j["seconds_per_epoch"]
 
-        def mlp_torch():
-            j, _ = run([a.python, "bench/torch/mlp_mnist.py", "--threads", str(t), *lim_t], env)
+        def mlp_torch(*extra):
+            j, _ = run([a.python, "bench/torch/mlp_mnist.py", "--threads", str(t), *lim_t,
+                        *extra], env)
             if j:
-                rss["torch"].append(j["peak_rss_mb"])
+                if not extra:
+                    rss["torch"].append(j["peak_rss_mb"])
                 return j["seconds_per_epoch"]
         ms, ts = alternate(reps, mlp_might, mlp_torch)
         wl = "MNIST MLP epoch" + (f" ({limit} samples)" if limit else "")
         add(wl, t, "s", False, ms, ts)
         add("peak RSS, MNIST MLP run", t, "MB", False, rss["might"], rss["torch"])
         if "--matmul-precision" in help_train:
-            ms, ts = alternate(
-                reps,
-                lambda: (run([a.might, "train", "mnist", "--epochs", "1", "--threads", str(t),
-                              "--out", os.path.join(tmp, "mlp"), "--matmul-precision", "medium",
-                              *lim_m], env)[0] or {}).get("seconds_per_epoch"),
-                lambda: (run([a.python, "bench/torch/mlp_mnist.py", "--threads", str(t), "--bf16",
-                              *lim_t], env)[0] or {}).get("seconds_per_epoch"))
+            ms, ts = alternate(reps, lambda: mlp_might("--matmul-precision", "medium"),
+                               lambda: mlp_torch("--bf16"))
             add(wl + ", bf16 matmuls", t, "s", False, ms, ts,
                 "might --matmul-precision medium vs torch.autocast(cpu, bfloat16)")
 

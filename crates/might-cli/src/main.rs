@@ -16,6 +16,7 @@ mod train;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::TypedValueParser;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
@@ -37,25 +38,16 @@ pub struct PrecisionArg {
     /// Internal precision of f32 matrix products (PyTorch's `set_float32_matmul_precision`):
     /// `medium` rounds their operands to bfloat16 and sums in f32, twice as fast on CPUs with
     /// AVX512-BF16 (elsewhere it multiplies in f32).
-    #[arg(long, global = true, value_enum, default_value = "highest")]
-    matmul_precision: Precision,
-}
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-enum Precision {
-    Highest,
-    High,
-    Medium,
+    #[arg(long, global = true, default_value = "highest", value_parser =
+        clap::builder::PossibleValuesParser::new(["highest", "high", "medium"])
+            .map(|s| s.parse::<might::MatmulPrecision>().unwrap_or_default()))]
+    matmul_precision: might::MatmulPrecision,
 }
 
 impl PrecisionArg {
     /// Set the process-wide precision.
     pub fn apply(self) {
-        might::set_float32_matmul_precision(match self.matmul_precision {
-            Precision::Highest => might::MatmulPrecision::Highest,
-            Precision::High => might::MatmulPrecision::High,
-            Precision::Medium => might::MatmulPrecision::Medium,
-        });
+        might::set_float32_matmul_precision(self.matmul_precision);
     }
 }
 

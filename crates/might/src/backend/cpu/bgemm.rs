@@ -286,6 +286,25 @@ mod imp {
         unsafe { std::mem::transmute::<__m512i, __m512bh>(v) }
     }
 
+    /// The first `len.min(32)` floats at `src`, rounded: 16 pairs in their own order (zero
+    /// past `len`).
+    ///
+    /// # Safety
+    /// `src[..len.min(32)]` valid.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    #[inline]
+    unsafe fn pairs_of(src: *const f32, len: usize) -> __m512i {
+        // SAFETY: the masked loads stop at `len` (the caller's contract).
+        let both = unsafe {
+            _mm512_cvtne2ps_pbh(
+                _mm512_maskz_loadu_ps(mask16(len.saturating_sub(16)), src.add(16)),
+                _mm512_maskz_loadu_ps(mask16(len), src),
+            )
+        };
+        // SAFETY: both are 512 bits of plain lanes.
+        unsafe { std::mem::transmute::<__m512bh, __m512i>(both) }
+    }
+
     /// Two rows of 16 floats rounded and interleaved into 16 pairs `(lo[j], hi[j])`.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
     #[inline]
@@ -347,13 +366,7 @@ mod imp {
                         // hardware prefetcher would only start after missing a few
                         _mm_prefetch::<_MM_HINT_T0>(src.add(a.rs + s) as *const i8);
                         _mm_prefetch::<_MM_HINT_T0>(src.add(a.rs + s + 16) as *const i8);
-                        let lo = mask16(kn - s);
-                        let hi = mask16(kn.saturating_sub(s + 16));
-                        let both = _mm512_cvtne2ps_pbh(
-                            _mm512_maskz_loadu_ps(hi, src.add(s + 16)),
-                            _mm512_maskz_loadu_ps(lo, src.add(s)),
-                        );
-                        let v = std::mem::transmute::<__m512bh, __m512i>(both);
+                        let v = pairs_of(src.add(s), kn - s);
                         let words = ((kn - s).min(32)).div_ceil(2);
                         _mm512_mask_storeu_epi32(dst.add(s / 2) as *mut _, mask16(words), v);
                     }
@@ -439,18 +452,13 @@ mod imp {
                     for j in (0..NR).step_by(16) {
                         for p in (0..kc).step_by(16) {
                             let kn = (2 * kc).min(k - k0).saturating_sub(2 * p);
-                            let (lo, hi) = (mask16(kn), mask16(kn.saturating_sub(16)));
                             let mut t = [_mm512_setzero_si512(); 16];
                             for (c, v) in t.iter_mut().enumerate() {
                                 if j + c >= cols {
                                     break;
                                 }
                                 let src = b.ptr.add((jq + j + c) * b.cs + k0 + 2 * p);
-                                let both = _mm512_cvtne2ps_pbh(
-                                    _mm512_maskz_loadu_ps(hi, src.add(16)),
-                                    _mm512_maskz_loadu_ps(lo, src),
-                                );
-                                *v = std::mem::transmute::<__m512bh, __m512i>(both);
+                                *v = pairs_of(src, kn);
                             }
                             transpose16(&mut t);
                             for (d, v) in t.iter().enumerate().take((kc - p).min(16)) {

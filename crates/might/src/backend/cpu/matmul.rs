@@ -71,19 +71,14 @@ fn gemm_one<T: GemmDType>(
         a_end < lhs.len() && b_end < rhs.len(),
         "matmul: operand out of bounds"
     );
+    // bf16 operands (`MatmulPrecision::Medium`) are chosen for the whole product, so every
+    // block of it, on whichever thread, rounds the same way
+    let bf16 = is_f32::<T>() && bgemm::suits(m, n, k);
+    let own = own_kernel::<T>((m, n, k), a, b, bf16);
     // `x[m, k] @ W[n, k]^T` with few rows (a linear layer on a small batch): the gemm crate
     // runs it ~10-70 % faster as `W @ x^T` into a row-major [n, m] (AVX2 gemm 0.18: m = 16 / 64
     // at k = 784: 49 -> 84 and 79 -> 86-97 GFLOP/s; no gain at m >= 512, where the transposing
     // copy would cost as much). The copy is m * n elements against 2 * m * n * k flops.
-    // bf16 operands (`MatmulPrecision::Medium`) are chosen for the whole product, so every
-    // block of it, on whichever thread, rounds the same way
-    let bf16 =
-        std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() && bgemm::suits(m, n, k);
-    let own = if bf16 {
-        Own::Bf16
-    } else {
-        own_kernel::<T>((m, n, k), a, b)
-    };
     if own == Own::Crate && m < n && m <= 256 && a.cs == 1 && b.rs == 1 && b.cs != 1 {
         let mut t = vec![T::ZERO; m * n];
         let wa = Operand {
@@ -241,8 +236,20 @@ enum Own {
     Bf16,
 }
 
-fn own_kernel<T: 'static>((m, n, k): (usize, usize, usize), a: Operand, b: Operand) -> Own {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+fn is_f32<T: 'static>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+}
+
+/// The kernel for a product or a block of one; `bf16`: the product rounds its operands.
+fn own_kernel<T: 'static>(
+    (m, n, k): (usize, usize, usize),
+    a: Operand,
+    b: Operand,
+    bf16: bool,
+) -> Own {
+    if bf16 {
+        Own::Bf16
+    } else if !is_f32::<T>() {
         Own::Crate
     } else if sgemm::suits(m, n, k, (a.rs, a.cs), (b.rs, b.cs)) {
         Own::Dot
@@ -284,11 +291,7 @@ impl<T: GemmDType> Tile<T> {
     /// may touch that block of `dst` meanwhile.
     unsafe fn run(&self, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>) {
         let (a, b) = (self.a, self.b);
-        let own = if self.bf16 {
-            Own::Bf16
-        } else {
-            own_kernel::<T>((rows.len(), cols.len(), self.k), a, b)
-        };
+        let own = own_kernel::<T>((rows.len(), cols.len(), self.k), a, b, self.bf16);
         // (the bf16 kernel adds the bias itself, from registers)
         let acc = !self.bias.is_null() && own != Own::Bf16;
         if acc {
