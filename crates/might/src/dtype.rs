@@ -64,9 +64,15 @@ impl fmt::Display for DType {
     }
 }
 
-/// A Rust type that can be a tensor element.
+mod sealed {
+    /// Only might's seven element types are tensor elements: every backend stores exactly
+    /// these, and generic code relies on `DTYPE` naming the Rust type.
+    pub trait Sealed {}
+}
+
+/// A Rust type that can be a tensor element (sealed: f32, f64, f16, bf16, i64, u8, bool).
 pub trait WithDType:
-    Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + PartialEq + Default
+    sealed::Sealed + Copy + Send + Sync + 'static + fmt::Debug + PartialOrd + PartialEq + Default
 {
     const DTYPE: DType;
     fn to_f64(self) -> f64;
@@ -81,6 +87,7 @@ pub trait WithDType:
 
 macro_rules! with_dtype {
     ($t:ty, $dt:ident, $to:expr, $from:expr) => {
+        impl sealed::Sealed for $t {}
         impl WithDType for $t {
             const DTYPE: DType = DType::$dt;
             #[inline(always)]

@@ -1,43 +1,405 @@
-//! Storage: the typed buffer behind one or more tensors. Tensors share it through
-//! `Arc<RwLock<Storage>>`; it is freed when the last view goes away.
+//! Storage: the typed buffer behind one or more tensors, on one device. Tensors share it
+//! through `Arc<RwLock<Storage>>`; it is freed when the last view goes away.
+//!
+//! Every method forwards to the backend of the buffer's device (the traits in
+//! [`crate::backend`]); methods taking two buffers check they live on the same device. This
+//! file and `device.rs` are the only places outside `backend/` that name a concrete backend.
 
-use crate::backend::cpu::CpuStorage;
-use crate::{DType, Device};
+use crate::backend::cpu::{CpuDevice, CpuStorage};
+use crate::backend::{
+    BackendDevice, BackendStorage, BinaryOp, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
+};
+use crate::tensor::random::Generator;
+use crate::{DType, Device, Error, ErrorKind, Layout, Result, WithDType};
 
-/// A device buffer. Kernels dispatch on the variant; a GPU variant will hold its own buffer
-/// (and sync lazily with a CPU copy) without any change to `Tensor`.
+/// A device buffer.
 #[derive(Clone, Debug)]
 pub enum Storage {
     Cpu(CpuStorage),
 }
 
-impl Storage {
-    pub fn device(&self) -> Device {
-        match self {
-            Storage::Cpu(_) => Device::Cpu,
+#[track_caller]
+fn devices_differ(op: &str, a: Device, b: Device) -> Error {
+    Error::new(
+        ErrorKind::Device,
+        op,
+        format!("tensors are on different devices: {a} vs {b}"),
+    )
+}
+
+/// Forward a method of one buffer to its backend, wrapping buffers that come back.
+macro_rules! one {
+    ($s:expr, $b:ident => $e:expr) => {
+        match $s {
+            Storage::Cpu($b) => $e,
         }
+    };
+}
+
+/// Forward a method of two buffers, which must be on one device.
+macro_rules! two {
+    ($op:expr, $s:expr, $o:expr, |$a:ident, $b:ident| $e:expr) => {{
+        #[allow(unreachable_patterns)]
+        match ($s, $o) {
+            (Storage::Cpu($a), Storage::Cpu($b)) => $e,
+            (a, b) => return Err(devices_differ($op, a.device(), b.device())),
+        }
+    }};
+}
+
+impl Storage {
+    // ---- creation on a device ----
+    pub(crate) fn zeros(device: Device, dtype: DType, n: usize) -> Result<Storage> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(CpuDevice.zeros(dtype, n)?)),
+        }
+    }
+    pub(crate) fn from_f64(
+        device: Device,
+        dtype: DType,
+        values: &mut dyn Iterator<Item = f64>,
+    ) -> Result<Storage> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(CpuDevice.storage_from_f64(dtype, values)?)),
+        }
+    }
+    pub(crate) fn from_vec<T: WithDType>(device: Device, data: Vec<T>) -> Result<Storage> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(CpuDevice.storage_from_vec(data)?)),
+        }
+    }
+    pub(crate) fn rand_uniform(
+        device: Device,
+        dtype: DType,
+        n: usize,
+        low: f64,
+        high: f64,
+        rng: &mut Generator,
+    ) -> Result<Storage> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(
+                CpuDevice.rand_uniform(dtype, n, low, high, rng)?,
+            )),
+        }
+    }
+    pub(crate) fn rand_normal(
+        device: Device,
+        dtype: DType,
+        n: usize,
+        mean: f64,
+        std: f64,
+        rng: &mut Generator,
+    ) -> Result<Storage> {
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(
+                CpuDevice.rand_normal(dtype, n, mean, std, rng)?,
+            )),
+        }
+    }
+
+    pub fn device(&self) -> Device {
+        one!(self, s => s.device())
     }
     pub fn dtype(&self) -> DType {
-        match self {
-            Storage::Cpu(s) => s.dtype(),
-        }
+        one!(self, s => BackendStorage::dtype(s))
     }
     pub fn len(&self) -> usize {
-        match self {
-            Storage::Cpu(s) => s.len(),
-        }
+        one!(self, s => BackendStorage::len(s))
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    pub fn cpu(&self) -> &CpuStorage {
-        match self {
-            Storage::Cpu(s) => s,
+
+    /// The CPU buffer, for the CPU kernels of fused ops that have not moved behind the backend
+    /// interface yet.
+    pub(crate) fn cpu(&self) -> &CpuStorage {
+        one!(self, s => s)
+    }
+    pub(crate) fn cpu_mut(&mut self) -> &mut CpuStorage {
+        one!(self, s => s)
+    }
+
+    // ---- host ----
+    pub(crate) fn to_vec<T: WithDType>(&self, l: &Layout) -> Result<Vec<T>> {
+        one!(self, s => s.to_vec(l))
+    }
+    pub(crate) fn to_f64_vec(&self, l: &Layout) -> Result<Vec<f64>> {
+        one!(self, s => s.to_f64_vec(l))
+    }
+
+    // ---- copies ----
+    pub(crate) fn copy_contiguous(&self, l: &Layout) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.copy_contiguous(l)?)))
+    }
+    pub(crate) fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.to_dtype(l, dtype)?)))
+    }
+    pub(crate) fn assign(&mut self, dl: &Layout, src: &Storage, sl: &Layout) -> Result<()> {
+        two!("copy_", self, src, |a, b| a.assign(dl, b, sl))
+    }
+
+    // ---- elementwise ----
+    pub(crate) fn unary(&self, l: &Layout, op: UnaryOp) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.unary(l, op)?)))
+    }
+    pub(crate) fn unary_backward(
+        &self,
+        gl: &Layout,
+        saved: &Storage,
+        sl: &Layout,
+        op: UnaryOp,
+    ) -> Result<Storage> {
+        two!(op.name(), self, saved, |g, s| Ok(Storage::Cpu(
+            g.unary_backward(gl, s, sl, op)?
+        )))
+    }
+    pub(crate) fn unary_with_grad(
+        &self,
+        l: &Layout,
+        op: UnaryOp,
+    ) -> Result<Option<(Storage, Storage)>> {
+        one!(self, s => Ok(s.unary_with_grad(l, op)?.map(|(a, b)| (Storage::Cpu(a), Storage::Cpu(b)))))
+    }
+    pub(crate) fn binary(
+        &self,
+        l: &Layout,
+        rhs: &Storage,
+        rl: &Layout,
+        op: BinaryOp,
+    ) -> Result<Storage> {
+        two!(op.name(), self, rhs, |a, b| Ok(Storage::Cpu(
+            a.binary(l, b, rl, op)?
+        )))
+    }
+    pub(crate) fn binary_inplace(
+        &mut self,
+        l: &Layout,
+        rhs: &Storage,
+        rl: &Layout,
+        op: BinaryOp,
+    ) -> Result<()> {
+        two!(op.name(), self, rhs, |a, b| a.binary_inplace(l, b, rl, op))
+    }
+    pub(crate) fn add_scaled_inplace(
+        &mut self,
+        l: &Layout,
+        rhs: &Storage,
+        rl: &Layout,
+        alpha: f64,
+    ) -> Result<bool> {
+        two!("add_", self, rhs, |a, b| a
+            .add_scaled_inplace(l, b, rl, alpha))
+    }
+    pub(crate) fn affine_inplace(&mut self, l: &Layout, mul: f64, add: f64) -> Result<bool> {
+        one!(self, s => s.affine_inplace(l, mul, add))
+    }
+    pub(crate) fn cmp(&self, l: &Layout, rhs: &Storage, rl: &Layout, op: CmpOp) -> Result<Storage> {
+        two!("compare", self, rhs, |a, b| Ok(Storage::Cpu(
+            a.cmp(l, b, rl, op)?
+        )))
+    }
+    pub(crate) fn where_cond(
+        &self,
+        cl: &Layout,
+        a: &Storage,
+        al: &Layout,
+        b: &Storage,
+        bl: &Layout,
+    ) -> Result<Storage> {
+        #[allow(unreachable_patterns)]
+        match (self, a, b) {
+            (Storage::Cpu(c), Storage::Cpu(a), Storage::Cpu(b)) => {
+                Ok(Storage::Cpu(c.where_cond(cl, a, al, b, bl)?))
+            }
+            (c, a, b) => Err(devices_differ(
+                "where",
+                c.device(),
+                if a.device() != c.device() {
+                    a.device()
+                } else {
+                    b.device()
+                },
+            )),
         }
     }
-    pub fn cpu_mut(&mut self) -> &mut CpuStorage {
-        match self {
-            Storage::Cpu(s) => s,
+
+    // ---- reductions ----
+    pub(crate) fn reduce(&self, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.reduce(l, mask, op)?)))
+    }
+    pub(crate) fn arg_reduce(
+        &self,
+        l: &Layout,
+        mask: &[bool],
+        max: bool,
+    ) -> Result<(Storage, Storage)> {
+        one!(self, s => {
+            let (v, i) = s.arg_reduce(l, mask, max)?;
+            Ok((Storage::Cpu(v), Storage::Cpu(i)))
+        })
+    }
+    pub(crate) fn softmax_rows(&self, l: &Layout, n: usize, log: bool) -> Result<Option<Storage>> {
+        one!(self, s => Ok(s.softmax_rows(l, n, log)?.map(Storage::Cpu)))
+    }
+    pub(crate) fn softmax_backward_rows(
+        &self,
+        gl: &Layout,
+        y: &Storage,
+        yl: &Layout,
+        n: usize,
+        log: bool,
+    ) -> Result<Storage> {
+        two!("softmax_backward", self, y, |g, y| Ok(Storage::Cpu(
+            g.softmax_backward_rows(gl, y, yl, n, log)?
+        )))
+    }
+
+    // ---- matrix products ----
+    pub(crate) fn matmul(&self, l: &Layout, rhs: &Storage, rl: &Layout) -> Result<Storage> {
+        two!("matmul", self, rhs, |a, b| Ok(Storage::Cpu(
+            a.matmul(l, b, rl)?
+        )))
+    }
+    pub(crate) fn matmul_bias(
+        &self,
+        l: &Layout,
+        rhs: &Storage,
+        rl: &Layout,
+        bias: &Storage,
+        bl: &Layout,
+    ) -> Result<Option<Storage>> {
+        #[allow(unreachable_patterns)]
+        match (self, rhs, bias) {
+            (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) => {
+                Ok(a.matmul_bias(l, b, rl, c, bl)?.map(Storage::Cpu))
+            }
+            _ => Ok(None),
         }
+    }
+
+    // ---- convolution and pooling ----
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn conv2d(
+        &self,
+        l: &Layout,
+        w: &Storage,
+        wl: &Layout,
+        bias: Option<(&Storage, &Layout)>,
+        geom: &ConvGeom,
+        relu: bool,
+    ) -> Result<Storage> {
+        two!("conv2d", self, w, |x, w| {
+            let b = bias.map(|(s, bl)| match s {
+                Storage::Cpu(b) => (b, bl),
+            });
+            Ok(Storage::Cpu(x.conv2d(l, w, wl, b, geom, relu)?))
+        })
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn conv2d_backward(
+        &self,
+        l: &Layout,
+        w: &Storage,
+        wl: &Layout,
+        g: &Storage,
+        gl: &Layout,
+        y: Option<(&Storage, &Layout)>,
+        geom: &ConvGeom,
+        need: [bool; 3],
+    ) -> Result<[Option<Storage>; 3]> {
+        #[allow(unreachable_patterns)]
+        match (self, w, g) {
+            (Storage::Cpu(x), Storage::Cpu(w), Storage::Cpu(g)) => {
+                let y = y.map(|(s, yl)| match s {
+                    Storage::Cpu(y) => (y, yl),
+                });
+                let r = x.conv2d_backward(l, w, wl, g, gl, y, geom, need)?;
+                Ok(r.map(|s| s.map(Storage::Cpu)))
+            }
+            (x, w, _) => Err(devices_differ("conv2d_backward", x.device(), w.device())),
+        }
+    }
+    pub(crate) fn max_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<(Storage, Storage)> {
+        one!(self, s => {
+            let (v, i) = s.max_pool2d(l, geom)?;
+            Ok((Storage::Cpu(v), Storage::Cpu(i)))
+        })
+    }
+    pub(crate) fn max_pool2d_backward(
+        &self,
+        l: &Layout,
+        idx: &Storage,
+        il: &Layout,
+        geom: &PoolGeom,
+    ) -> Result<Storage> {
+        two!("max_pool2d_backward", self, idx, |g, i| Ok(Storage::Cpu(
+            g.max_pool2d_backward(l, i, il, geom)?
+        )))
+    }
+    pub(crate) fn avg_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.avg_pool2d(l, geom)?)))
+    }
+    pub(crate) fn avg_pool2d_backward(&self, l: &Layout, geom: &PoolGeom) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.avg_pool2d_backward(l, geom)?)))
+    }
+    pub(crate) fn adaptive_avg_pool2d(
+        &self,
+        l: &Layout,
+        planes: usize,
+        hw: [usize; 2],
+        out: [usize; 2],
+    ) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.adaptive_avg_pool2d(l, planes, hw, out)?)))
+    }
+    pub(crate) fn adaptive_avg_pool2d_backward(
+        &self,
+        l: &Layout,
+        planes: usize,
+        hw: [usize; 2],
+        out: [usize; 2],
+    ) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.adaptive_avg_pool2d_backward(l, planes, hw, out)?)))
+    }
+
+    // ---- indexing ----
+    pub(crate) fn index_select(
+        &self,
+        l: &Layout,
+        ids: &[usize],
+        dims: [usize; 3],
+    ) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.index_select(l, ids, dims)?)))
+    }
+    pub(crate) fn index_add_inplace(
+        &mut self,
+        ids: &[usize],
+        src: &Storage,
+        sl: &Layout,
+        dims: [usize; 3],
+    ) -> Result<()> {
+        two!("index_add", self, src, |o, s| o
+            .index_add_inplace(ids, s, sl, dims))
+    }
+    pub(crate) fn gather(
+        &self,
+        l: &Layout,
+        ids: &[usize],
+        index_dims: &[usize],
+        dim: usize,
+    ) -> Result<Storage> {
+        one!(self, s => Ok(Storage::Cpu(s.gather(l, ids, index_dims, dim)?)))
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scatter_add_inplace(
+        &mut self,
+        l: &Layout,
+        ids: &[usize],
+        index_dims: &[usize],
+        src: &Storage,
+        sl: &Layout,
+        dim: usize,
+    ) -> Result<()> {
+        two!("scatter_add", self, src, |o, s| o
+            .scatter_add_inplace(l, ids, index_dims, s, sl, dim))
     }
 }

@@ -1,4 +1,364 @@
-//! Backends: the code that actually touches memory. Only `cpu` exists; a `gpu` module (wgpu)
-//! will sit beside it behind the same `Storage` enum.
+//! The backend interface: what a device must provide for every op to run on it.
+//!
+//! Ops (`ops/`, `tensor/`) check shapes and dtypes, record autograd, and then call one of the
+//! primitives below on [`crate::Storage`], which dispatches on the device to the backend's own
+//! storage type. A backend is a folder under `backend/` with a type implementing
+//! [`BackendStorage`] (its buffers and kernels) and one implementing [`BackendDevice`] (how to
+//! make buffers on it). Adding one touches `device.rs`, `storage.rs` and that folder.
+//!
+//! Every kernel receives the [`Layout`] of each operand, so views (transposes, slices,
+//! broadcasts) reach it without a copy. Elementwise operators are named values
+//! ([`UnaryOp`], [`BinaryOp`], [`CmpOp`], [`ReduceOp`]), not closures, so a backend that
+//! compiles its kernels (WGSL, CUDA) maps each one to its own code.
+//!
+//! Methods with a default body are optional fast paths: the default answers `None` (or
+//! `false`) and the op composes the same result from primitives, so a new backend is correct
+//! on day one and overrides only what it makes fast.
 
 pub mod cpu;
+pub mod geom;
+
+use crate::tensor::random::Generator;
+use crate::{DType, Device, Layout, Result, WithDType};
+
+/// Elementwise functions of one float tensor (the parameterised ones carry their scalars).
+///
+/// Each also names its derivative: [`BackendStorage::unary_backward`] computes
+/// `g · f'(x)` from the output gradient and the saved input (or output, see
+/// [`UnaryOp::backward_uses_output`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Log1p,
+    Sqrt,
+    Rsqrt,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// exact GELU `x·Φ(x)`
+    Gelu,
+    /// GELU, tanh approximation
+    GeluTanh,
+    Silu,
+    Softplus,
+    Square,
+    Sign,
+    Floor,
+    Ceil,
+    Round,
+    /// `x^p`
+    Powf(f64),
+    /// clamp into `[lo, hi]` (infinite bounds are open)
+    Clamp(f64, f64),
+    /// `x·mul + add` (also defined on integer dtypes, exactly through f64)
+    Affine(f64, f64),
+}
+
+impl UnaryOp {
+    /// The op's name in error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Log => "log",
+            UnaryOp::Log1p => "log1p",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Softplus => "softplus",
+            UnaryOp::Square => "square",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
+            UnaryOp::Powf(_) => "pow",
+            UnaryOp::Clamp(..) => "clamp",
+            UnaryOp::Affine(..) => "affine",
+        }
+    }
+
+    /// Whether the derivative is computed from the output `y` (else from the input `x`).
+    pub fn backward_uses_output(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Exp
+                | UnaryOp::Sqrt
+                | UnaryOp::Rsqrt
+                | UnaryOp::Tanh
+                | UnaryOp::Sigmoid
+                | UnaryOp::Relu
+        )
+    }
+}
+
+/// Elementwise arithmetic of two tensors of one dtype (floats IEEE, integers wrapping, integer
+/// division by zero gives 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Maximum,
+    Minimum,
+    /// `max(x, 0) - x·y + ln(1 + e^-|x|)`: binary cross-entropy of logits `x` and targets `y`.
+    BceWithLogits,
+    /// The share of the gradient of `maximum(a, b)` that goes to `a`: 1, 0, or ½ on ties.
+    MaximumGradWeight,
+    /// The same for `minimum`.
+    MinimumGradWeight,
+}
+
+impl BinaryOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Maximum | BinaryOp::MaximumGradWeight => "maximum",
+            BinaryOp::Minimum | BinaryOp::MinimumGradWeight => "minimum",
+            BinaryOp::BceWithLogits => "binary_cross_entropy_with_logits",
+        }
+    }
+}
+
+/// Comparisons; the result is a bool tensor (NaN compares false to everything, `ne` true).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// Reductions over the dims marked in a mask.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// ints, u8 and bool sum into int64 (like PyTorch); f16/bf16 accumulate in f32
+    Sum,
+    /// f32, f64 and int64
+    Prod,
+    /// logical and/or of a bool tensor
+    All,
+    Any,
+}
+
+pub use geom::{ConvGeom, PoolGeom};
+
+/// How to make buffers on one kind of device.
+pub(crate) trait BackendDevice {
+    type Storage: BackendStorage;
+    fn zeros(&self, dtype: DType, n: usize) -> Result<Self::Storage>;
+    /// A buffer holding `values` converted to `dtype` (creation functions build their values
+    /// on the host: arange, linspace, eye, full).
+    fn storage_from_f64(
+        &self,
+        dtype: DType,
+        values: &mut dyn Iterator<Item = f64>,
+    ) -> Result<Self::Storage>;
+    /// Take host data (a `Vec` of one of might's element types).
+    fn storage_from_vec<T: WithDType>(&self, data: Vec<T>) -> Result<Self::Storage>;
+    /// `n` samples of U(low, high) or N(mean, std) in `dtype`, drawn from `rng` in order.
+    fn rand_uniform(
+        &self,
+        dtype: DType,
+        n: usize,
+        low: f64,
+        high: f64,
+        rng: &mut Generator,
+    ) -> Result<Self::Storage>;
+    fn rand_normal(
+        &self,
+        dtype: DType,
+        n: usize,
+        mean: f64,
+        std: f64,
+        rng: &mut Generator,
+    ) -> Result<Self::Storage>;
+}
+
+/// A device buffer and the kernels that read it. Results are fresh contiguous buffers in the
+/// logical order of the output shape unless a method says otherwise.
+pub(crate) trait BackendStorage: Sized {
+    fn dtype(&self) -> DType;
+    fn device(&self) -> Device;
+    fn len(&self) -> usize;
+
+    // ---- reading back to the host ----
+    /// The elements `layout` selects, in logical order; `T` matches the dtype (checked by
+    /// the caller).
+    fn to_vec<T: WithDType>(&self, layout: &Layout) -> Result<Vec<T>>;
+    /// The elements converted to f64.
+    fn to_f64_vec(&self, layout: &Layout) -> Result<Vec<f64>>;
+
+    // ---- copies and casts ----
+    fn copy_contiguous(&self, layout: &Layout) -> Result<Self>;
+    fn to_dtype(&self, layout: &Layout, dtype: DType) -> Result<Self>;
+    /// `self[dst] = src[src_layout]` (same dtype, `src_layout` already broadcast to `dst`).
+    fn assign(&mut self, dst: &Layout, src: &Self, src_layout: &Layout) -> Result<()>;
+
+    // ---- elementwise ----
+    fn unary(&self, layout: &Layout, op: UnaryOp) -> Result<Self>;
+    /// `g · op'(s)` where `s` is the saved input or output (see
+    /// [`UnaryOp::backward_uses_output`]); both layouts have the output's shape.
+    fn unary_backward(&self, gl: &Layout, saved: &Self, sl: &Layout, op: UnaryOp) -> Result<Self>;
+    /// `(op(x), op'(x))` from one evaluation, for a contiguous float `x` (the fused GELU).
+    fn unary_with_grad(&self, _layout: &Layout, _op: UnaryOp) -> Result<Option<(Self, Self)>> {
+        Ok(None)
+    }
+    /// Both layouts are already broadcast to the output shape.
+    fn binary(&self, l: &Layout, rhs: &Self, rl: &Layout, op: BinaryOp) -> Result<Self>;
+    /// `self[l] = op(self[l], rhs[rl])` in place.
+    fn binary_inplace(&mut self, l: &Layout, rhs: &Self, rl: &Layout, op: BinaryOp) -> Result<()>;
+    /// `self += alpha · rhs` in place in one pass; `false` when not provided for this dtype.
+    fn add_scaled_inplace(
+        &mut self,
+        _l: &Layout,
+        _rhs: &Self,
+        _rl: &Layout,
+        _alpha: f64,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+    /// `self = self · mul + add` in place; `false` when not provided for this dtype.
+    fn affine_inplace(&mut self, _l: &Layout, _mul: f64, _add: f64) -> Result<bool> {
+        Ok(false)
+    }
+    fn cmp(&self, l: &Layout, rhs: &Self, rl: &Layout, op: CmpOp) -> Result<Self>;
+    /// `cond ? a : b` where `self` is the bool condition.
+    fn where_cond(&self, cl: &Layout, a: &Self, al: &Layout, b: &Self, bl: &Layout)
+        -> Result<Self>;
+
+    // ---- reductions ----
+    /// Reduce the dims where `mask` is true (kept as size-1 dims in the output order).
+    fn reduce(&self, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<Self>;
+    /// Values and int64 indices of the max (`max`) or min over the masked dim.
+    fn arg_reduce(&self, l: &Layout, mask: &[bool], max: bool) -> Result<(Self, Self)>;
+    /// Softmax (or log-softmax) of each contiguous row of `n` elements of a contiguous
+    /// float tensor; `None` for dtypes the backend computes through f32.
+    fn softmax_rows(&self, l: &Layout, n: usize, log: bool) -> Result<Option<Self>>;
+    /// The softmax backward from the output gradient `self` and the output `y`, both
+    /// contiguous with rows of `n`.
+    fn softmax_backward_rows(
+        &self,
+        gl: &Layout,
+        y: &Self,
+        yl: &Layout,
+        n: usize,
+        log: bool,
+    ) -> Result<Self>;
+
+    // ---- matrix products ----
+    /// Batched `[.., m, k] @ [.., k, n]` with both layouts broadcast to full batch dims,
+    /// under the device's f32 matmul precision.
+    fn matmul(&self, l: &Layout, rhs: &Self, rl: &Layout) -> Result<Self>;
+    /// The same plus a bias row of `n` elements added inside the product (a linear layer);
+    /// `None` when not provided for this dtype.
+    fn matmul_bias(
+        &self,
+        _l: &Layout,
+        _rhs: &Self,
+        _rl: &Layout,
+        _bias: &Self,
+        _bl: &Layout,
+    ) -> Result<Option<Self>> {
+        Ok(None)
+    }
+
+    // ---- convolution and pooling (contiguous NCHW operands; a layout gives the offset) ----
+    /// `conv2d(x, w) + bias`, then ReLU when `relu`.
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d(
+        &self,
+        l: &Layout,
+        w: &Self,
+        wl: &Layout,
+        bias: Option<(&Self, &Layout)>,
+        geom: &ConvGeom,
+        relu: bool,
+    ) -> Result<Self>;
+    /// Gradients of input, weight and bias (each when asked in `need`) from the output
+    /// gradient `g`; `y` is the forward output when it went through ReLU.
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d_backward(
+        &self,
+        l: &Layout,
+        w: &Self,
+        wl: &Layout,
+        g: &Self,
+        gl: &Layout,
+        y: Option<(&Self, &Layout)>,
+        geom: &ConvGeom,
+        need: [bool; 3],
+    ) -> Result<[Option<Self>; 3]>;
+    /// Max pooling: the values and the int64 flat index `iy * W + ix` of each.
+    fn max_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<(Self, Self)>;
+    /// `self` is the output gradient.
+    fn max_pool2d_backward(
+        &self,
+        l: &Layout,
+        indices: &Self,
+        il: &Layout,
+        geom: &PoolGeom,
+    ) -> Result<Self>;
+    fn avg_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<Self>;
+    fn avg_pool2d_backward(&self, l: &Layout, geom: &PoolGeom) -> Result<Self>;
+    /// `planes` planes of `hw` pooled to `out`.
+    fn adaptive_avg_pool2d(
+        &self,
+        l: &Layout,
+        planes: usize,
+        hw: [usize; 2],
+        out: [usize; 2],
+    ) -> Result<Self>;
+    fn adaptive_avg_pool2d_backward(
+        &self,
+        l: &Layout,
+        planes: usize,
+        hw: [usize; 2],
+        out: [usize; 2],
+    ) -> Result<Self>;
+
+    // ---- indexing (indices checked against their bound by the op, on the host) ----
+    /// Slices along the middle dim of a contiguous `[outer, n, inner]` view picked by `ids`.
+    fn index_select(&self, l: &Layout, ids: &[usize], dims: [usize; 3]) -> Result<Self>;
+    /// `self[o, ids[i], j] += src[o, i, j]` in place, `self` a contiguous `[outer, n, inner]`.
+    fn index_add_inplace(
+        &mut self,
+        ids: &[usize],
+        src: &Self,
+        sl: &Layout,
+        dims: [usize; 3],
+    ) -> Result<()>;
+    /// `out[..i..] = self[..ids[..i..]..]` along `dim`; the output has `index_dims`.
+    fn gather(&self, l: &Layout, ids: &[usize], index_dims: &[usize], dim: usize) -> Result<Self>;
+    /// `self[..ids[..i..]..] += src[..i..]` along `dim`, in place (`l` is self's layout).
+    #[allow(clippy::too_many_arguments)]
+    fn scatter_add_inplace(
+        &mut self,
+        l: &Layout,
+        ids: &[usize],
+        index_dims: &[usize],
+        src: &Self,
+        sl: &Layout,
+        dim: usize,
+    ) -> Result<()>;
+}

@@ -17,7 +17,6 @@ pub mod safetensors;
 pub mod state_dict;
 mod zip;
 
-use crate::backend::cpu::CpuStorage;
 use crate::{DType, Error, Result, Tensor};
 use half::{bf16, f16};
 use std::path::Path;
@@ -161,8 +160,14 @@ pub(crate) fn checked_nbytes(fmt: &str, shape: &[usize], dtype: DType) -> Result
     Ok((numel, nbytes))
 }
 
-/// Decode `bytes` (exactly `numel * size` of them) as elements of `dtype`.
-pub(crate) fn decode(dtype: DType, bytes: &[u8], big_endian: bool) -> CpuStorage {
+/// Decode `bytes` (exactly `numel * size` of them) as a contiguous tensor of `dtype` and
+/// `shape` (on the CPU, like every loaded tensor until moved).
+pub(crate) fn decode(
+    dtype: DType,
+    bytes: &[u8],
+    big_endian: bool,
+    shape: &[usize],
+) -> Result<Tensor> {
     macro_rules! dec {
         ($n:literal, $f:expr) => {
             bytes
@@ -175,17 +180,17 @@ pub(crate) fn decode(dtype: DType, bytes: &[u8], big_endian: bool) -> CpuStorage
                     }
                     $f(a)
                 })
-                .collect()
+                .collect::<Vec<_>>()
         };
     }
     match dtype {
-        DType::F32 => CpuStorage::F32(dec!(4, f32::from_le_bytes)),
-        DType::F64 => CpuStorage::F64(dec!(8, f64::from_le_bytes)),
-        DType::I64 => CpuStorage::I64(dec!(8, i64::from_le_bytes)),
-        DType::F16 => CpuStorage::F16(dec!(2, |a| f16::from_bits(u16::from_le_bytes(a)))),
-        DType::BF16 => CpuStorage::BF16(dec!(2, |a| bf16::from_bits(u16::from_le_bytes(a)))),
-        DType::U8 => CpuStorage::U8(bytes.to_vec()),
-        DType::Bool => CpuStorage::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        DType::F32 => Tensor::from_vec(dec!(4, f32::from_le_bytes), shape),
+        DType::F64 => Tensor::from_vec(dec!(8, f64::from_le_bytes), shape),
+        DType::I64 => Tensor::from_vec(dec!(8, i64::from_le_bytes), shape),
+        DType::F16 => Tensor::from_vec(dec!(2, |a| f16::from_bits(u16::from_le_bytes(a))), shape),
+        DType::BF16 => Tensor::from_vec(dec!(2, |a| bf16::from_bits(u16::from_le_bytes(a))), shape),
+        DType::U8 => Tensor::from_vec(bytes.to_vec(), shape),
+        DType::Bool => Tensor::from_vec(bytes.iter().map(|&b| b != 0).collect(), shape),
     }
 }
 
@@ -208,7 +213,7 @@ pub(crate) fn tensor_from_bytes(
             ),
         ));
     }
-    Ok(Tensor::from_cpu(decode(dtype, bytes, big_endian), shape))
+    decode(dtype, bytes, big_endian, shape)
 }
 
 /// The elements of `t` (any layout) as little-endian bytes, row-major.

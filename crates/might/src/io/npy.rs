@@ -37,14 +37,16 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Tensor> {
             ),
         ));
     }
-    let storage = decode(h.dtype, &data[..nbytes], h.big_endian);
+    let data = &data[..nbytes];
     if h.fortran_order && h.shape.len() > 1 {
         // Column-major data is the row-major data of the reversed shape, transposed back.
         let rev: Vec<usize> = h.shape.iter().rev().copied().collect();
         let perm: Vec<isize> = (0..h.shape.len() as isize).rev().collect();
-        Tensor::from_cpu(storage, rev).permute(&perm)?.contiguous()
+        decode(h.dtype, data, h.big_endian, &rev)?
+            .permute(&perm)?
+            .contiguous()
     } else {
-        Ok(Tensor::from_cpu(storage, h.shape))
+        decode(h.dtype, data, h.big_endian, &h.shape)
     }
 }
 

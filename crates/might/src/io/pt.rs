@@ -11,10 +11,9 @@
 
 use super::pickle::{self, TensorSpec};
 use super::{checked_nbytes, decode, zip, MappedFile, TensorInfo};
-use crate::{Error, Layout, Result, Shape, Storage, Tensor};
+use crate::{Error, Layout, Result, Shape, Tensor};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
 
 const FMT: &str = "pt";
 
@@ -33,17 +32,15 @@ pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
 pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
     let (archive, prefix, big_endian) = open(bytes)?;
     let specs = run_pickle(&archive, &prefix)?;
-    let mut storages: HashMap<String, Arc<RwLock<Storage>>> = HashMap::new();
+    // each storage once, as a flat tensor the views below share
+    let mut storages: HashMap<String, Tensor> = HashMap::new();
     let mut out = Vec::with_capacity(specs.len());
     for (name, spec) in specs {
         let sref = &spec.storage;
         let storage = match storages.get(&sref.key) {
             Some(s) => {
                 let s = s.clone();
-                let (dt, len) = {
-                    let g = s.read().expect("storage lock");
-                    (g.dtype(), g.len())
-                };
+                let (dt, len) = (s.dtype(), s.numel());
                 if dt != sref.dtype || len != sref.numel {
                     return Err(Error::format(
                         FMT,
@@ -74,9 +71,7 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
                     ));
                 }
                 let data = archive.read(entry)?;
-                let s = Arc::new(RwLock::new(Storage::Cpu(decode(
-                    sref.dtype, &data, big_endian,
-                ))));
+                let s = decode(sref.dtype, &data, big_endian, &[sref.numel])?;
                 storages.insert(sref.key.clone(), s.clone());
                 s
             }
@@ -88,7 +83,7 @@ pub fn load_from_bytes(bytes: &[u8]) -> Result<Vec<(String, Tensor)>> {
 }
 
 /// The tensor `spec` describes, as a strided view of `storage` (bounds-checked).
-fn build_view(name: &str, spec: &TensorSpec, storage: Arc<RwLock<Storage>>) -> Result<Tensor> {
+fn build_view(name: &str, spec: &TensorSpec, storage: Tensor) -> Result<Tensor> {
     let numel_storage = spec.storage.numel;
     let numel = spec
         .shape
@@ -125,7 +120,7 @@ fn build_view(name: &str, spec: &TensorSpec, storage: Arc<RwLock<Storage>>) -> R
         spec.offset,
     );
     let whole = layout.is_contiguous() && spec.offset == 0 && numel == numel_storage;
-    let view = Tensor::from_parts(storage, layout);
+    let view = storage.with_layout(layout);
     let t = if whole { view } else { view.deep_clone()? };
     if spec.requires_grad && t.dtype().is_float() {
         t.requires_grad_(true);

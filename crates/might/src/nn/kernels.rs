@@ -16,7 +16,7 @@ pub(crate) trait Real:
     + Send
     + Sync
     + std::iter::Sum
-    + crate::ops::unary::FloatExt
+    + crate::backend::cpu::unary_ops::FloatExt
     + crate::backend::cpu::wsum::Wsum
 {
     /// As f64 (named to avoid the clash between `WithDType` and `ToPrimitive`).

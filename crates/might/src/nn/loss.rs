@@ -5,8 +5,8 @@
 
 use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
 use crate::backend::cpu::rows::row_max;
+use crate::backend::cpu::softmax::exp_sum;
 use crate::backend::cpu::{pool, simd};
-use crate::ops::softmax::exp_sum;
 use crate::{DType, Error, Result, Tensor};
 
 /// How per-element losses are combined (PyTorch's `reduction=`).
@@ -536,10 +536,7 @@ pub fn binary_cross_entropy_with_logits(
 ) -> Result<Tensor> {
     const OP: &str = "binary_cross_entropy_with_logits";
     check_pair(OP, input, target)?;
-    let l = crate::zip_float!(OP, input, target, |x, y| {
-        let m = if x > 0.0 { x } else { 0.0 };
-        m - x * y + (-x.abs()).exp().ln_1p()
-    })?;
+    let l = input.bce_with_logits_elementwise(target)?;
     let (xd, yd) = (input.detach(), target.detach());
     let l = l.record(
         "BinaryCrossEntropyWithLogitsBackward",

@@ -1,244 +1,9 @@
 //! Binary ops with NumPy broadcasting, comparisons, `where`, and the in-place variants.
-//! Allocating (`add`) and in-place (`add_`) forms share the same scalar function (`Arith`).
+//! Allocating (`add`) and in-place (`add_`) forms are the same named [`BinaryOp`].
 
-use crate::backend::cpu::elementwise::{assign_map, binary_map, ternary_map};
-use crate::backend::cpu::CpuStorage as S;
-use crate::ops::unary::FloatExt;
+use crate::backend::{BinaryOp, CmpOp as Cmp};
 use crate::shape::broadcast_shapes;
-use crate::{zip_float, DType, Error, ErrorKind, Result, Shape, Tensor};
-use half::{bf16, f16};
-
-/// Element arithmetic, one definition per type: floats IEEE, integers wrapping (like PyTorch),
-/// integer division by zero gives 0 instead of trapping.
-pub trait Arith: Copy {
-    fn add(a: Self, b: Self) -> Self;
-    fn sub(a: Self, b: Self) -> Self;
-    fn mul(a: Self, b: Self) -> Self;
-    fn div(a: Self, b: Self) -> Self;
-    fn pow(a: Self, b: Self) -> Self;
-    fn max(a: Self, b: Self) -> Self;
-    fn min(a: Self, b: Self) -> Self;
-}
-
-macro_rules! arith_float {
-    ($t:ty) => {
-        impl Arith for $t {
-            #[inline(always)]
-            fn add(a: $t, b: $t) -> $t {
-                a + b
-            }
-            #[inline(always)]
-            fn sub(a: $t, b: $t) -> $t {
-                a - b
-            }
-            #[inline(always)]
-            fn mul(a: $t, b: $t) -> $t {
-                a * b
-            }
-            #[inline(always)]
-            fn div(a: $t, b: $t) -> $t {
-                a / b
-            }
-            #[inline(always)]
-            fn pow(a: $t, b: $t) -> $t {
-                a.powf(b)
-            }
-            #[inline(always)]
-            fn max(a: $t, b: $t) -> $t {
-                if a.is_nan() || a > b {
-                    a
-                } else {
-                    b
-                }
-            }
-            #[inline(always)]
-            fn min(a: $t, b: $t) -> $t {
-                if a.is_nan() || a < b {
-                    a
-                } else {
-                    b
-                }
-            }
-        }
-    };
-}
-arith_float!(f32);
-arith_float!(f64);
-
-macro_rules! arith_int {
-    ($t:ty) => {
-        impl Arith for $t {
-            #[inline(always)]
-            fn add(a: $t, b: $t) -> $t {
-                a.wrapping_add(b)
-            }
-            #[inline(always)]
-            fn sub(a: $t, b: $t) -> $t {
-                a.wrapping_sub(b)
-            }
-            #[inline(always)]
-            fn mul(a: $t, b: $t) -> $t {
-                a.wrapping_mul(b)
-            }
-            #[inline(always)]
-            fn div(a: $t, b: $t) -> $t {
-                if b == 0 {
-                    0
-                } else {
-                    a.wrapping_div(b)
-                }
-            }
-            #[inline(always)]
-            fn pow(a: $t, b: $t) -> $t {
-                a.wrapping_pow(b.clamp(0 as $t, 64 as $t) as u32)
-            }
-            #[inline(always)]
-            fn max(a: $t, b: $t) -> $t {
-                a.max(b)
-            }
-            #[inline(always)]
-            fn min(a: $t, b: $t) -> $t {
-                a.min(b)
-            }
-        }
-    };
-}
-arith_int!(i64);
-arith_int!(u8);
-
-macro_rules! arith_half {
-    ($t:ty) => {
-        impl Arith for $t {
-            #[inline(always)]
-            fn add(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32() + b.to_f32())
-            }
-            #[inline(always)]
-            fn sub(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32() - b.to_f32())
-            }
-            #[inline(always)]
-            fn mul(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32() * b.to_f32())
-            }
-            #[inline(always)]
-            fn div(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32() / b.to_f32())
-            }
-            #[inline(always)]
-            fn pow(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32().powf(b.to_f32()))
-            }
-            #[inline(always)]
-            fn max(a: $t, b: $t) -> $t {
-                if a.is_nan() || a > b {
-                    a
-                } else {
-                    b
-                }
-            }
-            #[inline(always)]
-            fn min(a: $t, b: $t) -> $t {
-                if a.is_nan() || a < b {
-                    a
-                } else {
-                    b
-                }
-            }
-        }
-    };
-}
-arith_half!(f16);
-arith_half!(bf16);
-
-/// The arithmetic binary ops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BinaryOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Maximum,
-    Minimum,
-}
-
-impl BinaryOp {
-    fn name(self) -> &'static str {
-        match self {
-            BinaryOp::Add => "add",
-            BinaryOp::Sub => "sub",
-            BinaryOp::Mul => "mul",
-            BinaryOp::Div => "div",
-            BinaryOp::Pow => "pow",
-            BinaryOp::Maximum => "maximum",
-            BinaryOp::Minimum => "minimum",
-        }
-    }
-}
-
-/// Dispatch `$kernel(a, al, b, bl, T::$method)` over the dtype of two storages.
-macro_rules! dispatch_arith {
-    ($op:expr, $a:expr, $b:expr, $m:ident, |$u:ident, $v:ident, $f:ident| $call:expr) => {
-        match ($a, $b) {
-            (S::F32($u), S::F32($v)) => {
-                let $f = <f32 as Arith>::$m;
-                S::F32($call)
-            }
-            (S::F64($u), S::F64($v)) => {
-                let $f = <f64 as Arith>::$m;
-                S::F64($call)
-            }
-            (S::F16($u), S::F16($v)) => {
-                let $f = <f16 as Arith>::$m;
-                S::F16($call)
-            }
-            (S::BF16($u), S::BF16($v)) => {
-                let $f = <bf16 as Arith>::$m;
-                S::BF16($call)
-            }
-            (S::I64($u), S::I64($v)) => {
-                let $f = <i64 as Arith>::$m;
-                S::I64($call)
-            }
-            (S::U8($u), S::U8($v)) => {
-                let $f = <u8 as Arith>::$m;
-                S::U8($call)
-            }
-            _ => {
-                return Err(Error::dtype(
-                    $op,
-                    "arithmetic is not defined for bool tensors",
-                ))
-            }
-        }
-    };
-}
-
-macro_rules! dispatch_binop {
-    ($op:expr, $a:expr, $b:expr, |$u:ident, $v:ident, $f:ident| $call:expr) => {
-        match $op {
-            BinaryOp::Add => dispatch_arith!($op.name(), $a, $b, add, |$u, $v, $f| $call),
-            BinaryOp::Sub => dispatch_arith!($op.name(), $a, $b, sub, |$u, $v, $f| $call),
-            BinaryOp::Mul => dispatch_arith!($op.name(), $a, $b, mul, |$u, $v, $f| $call),
-            BinaryOp::Div => dispatch_arith!($op.name(), $a, $b, div, |$u, $v, $f| $call),
-            BinaryOp::Pow => dispatch_arith!($op.name(), $a, $b, pow, |$u, $v, $f| $call),
-            BinaryOp::Maximum => dispatch_arith!($op.name(), $a, $b, max, |$u, $v, $f| $call),
-            BinaryOp::Minimum => dispatch_arith!($op.name(), $a, $b, min, |$u, $v, $f| $call),
-        }
-    };
-}
-
-/// The six comparison operators (`compare` runs one loop per operator).
-#[derive(Clone, Copy)]
-enum Cmp {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
+use crate::{DType, Error, ErrorKind, Result, Shape, Tensor};
 
 impl Tensor {
     /// Forward of a broadcasting arithmetic op (no autograd).
@@ -249,12 +14,8 @@ impl Tensor {
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
         let ll = self.layout().broadcast_as(name, &shape)?;
         let rl = rhs.layout().broadcast_as(name, &shape)?;
-        let (a, b) = (self.storage(), rhs.storage());
-        let out = dispatch_binop!(op, a.cpu(), b.cpu(), |u, v, f| binary_map(
-            u, &ll, v, &rl, f
-        ));
-        drop((a, b));
-        Ok((Tensor::from_cpu(out, shape.clone()), shape))
+        let out = self.storage().binary(&ll, &rhs.storage(), &rl, op);
+        Ok((Tensor::from_result(out, shape.clone())?, shape))
     }
 
     #[track_caller]
@@ -273,6 +34,7 @@ impl Tensor {
             BinaryOp::Pow => "PowBackward",
             BinaryOp::Maximum => "MaximumBackward",
             BinaryOp::Minimum => "MinimumBackward",
+            _ => "BinaryBackward",
         };
         Ok(out.record(name, &[self, rhs], move || {
             Box::new(move |g| {
@@ -280,10 +42,8 @@ impl Tensor {
                     BinaryOp::Add => (g.clone(), g.clone()),
                     BinaryOp::Sub => (g.clone(), g.neg()?),
                     BinaryOp::Mul => (g.mul(&b)?, g.mul(&a)?),
-                    BinaryOp::Div => (
-                        g.div(&b)?,
-                        zip_float!("div", g, &y, |g, y| -g * y)?.div(&b)?,
-                    ),
+                    // -(g·y) is (-g)·y bit for bit
+                    BinaryOp::Div => (g.div(&b)?, g.mul(&y)?.neg()?.div(&b)?),
                     BinaryOp::Pow => {
                         let ga = g.mul(&b)?.mul(&a.pow(&b.sub_scalar(1.0)?)?)?;
                         let gb = g.mul(&y)?.mul(&a.log()?)?;
@@ -291,21 +51,18 @@ impl Tensor {
                     }
                     BinaryOp::Maximum | BinaryOp::Minimum => {
                         // the larger (smaller) input takes the gradient; ties split it evenly
-                        let sgn = if op == BinaryOp::Maximum { 1.0 } else { -1.0 };
-                        let wa = zip_float!("maximum", &a, &b, |a, b| {
-                            let d = (a - b) * a.k(sgn);
-                            if d > 0.0 {
-                                1.0
-                            } else if d < 0.0 {
-                                0.0
-                            } else {
-                                0.5
-                            }
-                        })?;
+                        let w = if op == BinaryOp::Maximum {
+                            BinaryOp::MaximumGradWeight
+                        } else {
+                            BinaryOp::MinimumGradWeight
+                        };
+                        a.check_float(op.name())?;
+                        let (wa, _) = a.binary_forward(&b, w)?;
                         let ga = g.mul(&wa)?;
                         let gb = g.sub(&ga)?;
                         (ga, gb)
                     }
+                    _ => unreachable!("no autograd for gradient-weight ops"),
                 };
                 Ok(vec![
                     Some(ga.sum_to(a.shape())?),
@@ -313,6 +70,14 @@ impl Tensor {
                 ])
             })
         }))
+    }
+
+    /// `max(x, 0) - x·y + ln(1 + e^-|x|)` elementwise for logits `self` and targets `rhs`
+    /// (broadcast together), not recorded: the loss records its own backward.
+    #[track_caller]
+    pub(crate) fn bce_with_logits_elementwise(&self, rhs: &Tensor) -> Result<Tensor> {
+        self.check_float("binary_cross_entropy_with_logits")?;
+        Ok(self.binary_forward(rhs, BinaryOp::BceWithLogits)?.0)
     }
 
     /// Elementwise `self + rhs` with broadcasting.
@@ -405,11 +170,7 @@ impl Tensor {
         })?;
         let dl = self.layout().clone();
         let b = rhs.storage();
-        let mut a = self.storage_mut();
-        let _ = dispatch_binop!(op, a.cpu_mut(), b.cpu(), |u, v, f| {
-            assign_map(u, &dl, v, &rl, f);
-            Vec::new()
-        });
+        self.storage_mut().binary_inplace(&dl, &b, &rl, op)?;
         Ok(self)
     }
 
@@ -446,18 +207,11 @@ impl Tensor {
         };
         let ol = other.layout().broadcast_as("add_", self.shape())?;
         let dl = self.layout().clone();
-        let b = other.storage();
-        let mut a = self.storage_mut();
-        match (a.cpu_mut(), b.cpu()) {
-            (S::F32(u), S::F32(v)) => {
-                let al = alpha as f32;
-                assign_map(u, &dl, v, &ol, move |x, y| x + al * y)
-            }
-            (S::F64(u), S::F64(v)) => assign_map(u, &dl, v, &ol, move |x, y| x + alpha * y),
-            _ => {
-                drop((a, b));
-                return self.add_(&other.mul_scalar(alpha)?);
-            }
+        let done = self
+            .storage_mut()
+            .add_scaled_inplace(&dl, &other.storage(), &ol, alpha)?;
+        if !done {
+            self.add_(&other.mul_scalar(alpha)?)?;
         }
         Ok(self)
     }
@@ -478,12 +232,7 @@ impl Tensor {
         };
         let sl = src.layout().broadcast_as("copy_", self.shape())?;
         let dl = self.layout().clone();
-        let b = src.storage();
-        let mut a = self.storage_mut();
-        crate::with_cpu!(a.cpu_mut(), u => {
-            let v = crate::backend::cpu::CpuDType::slice(b.cpu()).expect("same dtype");
-            assign_map(u, &dl, v, &sl, |_, y| y)
-        });
+        self.storage_mut().assign(&dl, &src.storage(), &sl)?;
         Ok(self)
     }
 
@@ -505,21 +254,9 @@ impl Tensor {
     pub fn affine_(&self, mul: f64, add: f64) -> Result<&Tensor> {
         self.check_inplace("affine_")?;
         let dl = self.layout().clone();
-        let one = Tensor::zeros((), self.dtype())?;
-        let ol = one.layout().broadcast_as("affine_", self.shape())?;
-        let b = one.storage();
-        let mut a = self.storage_mut();
-        match (a.cpu_mut(), b.cpu()) {
-            (S::F32(u), S::F32(v)) => {
-                let (m, c) = (mul as f32, add as f32);
-                assign_map(u, &dl, v, &ol, move |x, _| x * m + c)
-            }
-            (S::F64(u), S::F64(v)) => assign_map(u, &dl, v, &ol, move |x, _| x * mul + add),
-            _ => {
-                drop((a, b));
-                let r = self.detach().affine(mul, add)?;
-                return self.copy_(&r);
-            }
+        if !self.storage_mut().affine_inplace(&dl, mul, add)? {
+            let r = self.detach().affine(mul, add)?;
+            self.copy_(&r)?;
         }
         Ok(self)
     }
@@ -532,34 +269,8 @@ impl Tensor {
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
         let ll = self.layout().broadcast_as(name, &shape)?;
         let rl = rhs.layout().broadcast_as(name, &shape)?;
-        let (a, b) = (self.storage(), rhs.storage());
-        // One loop per operator with the comparison written out, so it vectorises (through a
-        // function pointer on `Ordering` it ran ~40x slower than `relu`). The IEEE operators
-        // make NaN compare false to everything, so `ne` is true.
-        macro_rules! cmp {
-            ($u:expr, $v:expr) => {
-                match op {
-                    Cmp::Eq => binary_map($u, &ll, $v, &rl, |x, y| x == y),
-                    Cmp::Ne => binary_map($u, &ll, $v, &rl, |x, y| x != y),
-                    Cmp::Lt => binary_map($u, &ll, $v, &rl, |x, y| x < y),
-                    Cmp::Le => binary_map($u, &ll, $v, &rl, |x, y| x <= y),
-                    Cmp::Gt => binary_map($u, &ll, $v, &rl, |x, y| x > y),
-                    Cmp::Ge => binary_map($u, &ll, $v, &rl, |x, y| x >= y),
-                }
-            };
-        }
-        let out = match (a.cpu(), b.cpu()) {
-            (S::F32(u), S::F32(v)) => cmp!(u, v),
-            (S::F64(u), S::F64(v)) => cmp!(u, v),
-            (S::F16(u), S::F16(v)) => cmp!(u, v),
-            (S::BF16(u), S::BF16(v)) => cmp!(u, v),
-            (S::I64(u), S::I64(v)) => cmp!(u, v),
-            (S::U8(u), S::U8(v)) => cmp!(u, v),
-            (S::Bool(u), S::Bool(v)) => cmp!(u, v),
-            _ => unreachable!(),
-        };
-        drop((a, b));
-        Ok(Tensor::from_cpu(S::Bool(out), shape))
+        let out = self.storage().cmp(&ll, &rhs.storage(), &rl, op);
+        Tensor::from_result(out, shape)
     }
 
     /// `self == rhs` as a bool mask.
@@ -635,14 +346,10 @@ impl Tensor {
         let cl = cond.layout().broadcast_as("where", &shape)?;
         let al = a.layout().broadcast_as("where", &shape)?;
         let bl = b.layout().broadcast_as("where", &shape)?;
-        let (sc, sa, sb) = (cond.storage(), a.storage(), b.storage());
-        let S::Bool(c) = sc.cpu() else { unreachable!() };
-        let out = crate::with_cpu!(sa.cpu(), u => {
-            let v = crate::backend::cpu::CpuDType::slice(sb.cpu()).expect("same dtype");
-            crate::backend::cpu::CpuDType::wrap(ternary_map(c, &cl, u, &al, v, &bl, |c, x, y| if c { x } else { y }))
-        });
-        drop((sc, sa, sb));
-        let out = Tensor::from_cpu(out, shape);
+        let out = cond
+            .storage()
+            .where_cond(&cl, &a.storage(), &al, &b.storage(), &bl);
+        let out = Tensor::from_result(out, shape)?;
         let (c, ashape, bshape) = (cond.clone(), a.shape().clone(), b.shape().clone());
         Ok(out.record("WhereBackward", &[a, b], move || {
             Box::new(move |g| {

@@ -1,22 +1,13 @@
 //! Convolution and pooling (`conv1d`, `conv2d`, `max_pool2d`, `avg_pool2d`,
 //! `adaptive_avg_pool2d`) with PyTorch semantics: shape checks, dtype dispatch and autograd
-//! recording. The loops live in `backend::cpu::conv`.
+//! recording. The loops live in the backends.
 //!
 //! Layouts are NCHW (batched) or CHW (unbatched, a batch of one is added and removed around the
 //! batched op, as PyTorch does). Kernels read dense buffers, so strided inputs are made
 //! contiguous first.
 
-use crate::backend::cpu::conv::{self as k, ConvGeom};
-use crate::backend::cpu::pooling::{self as kp, PoolGeom};
-use crate::backend::cpu::CpuStorage as S;
+use crate::backend::geom::{out_len, ConvGeom, PoolGeom};
 use crate::{DType, Error, Result, Tensor};
-
-/// Dense slice of a contiguous tensor's elements, whatever its storage offset.
-macro_rules! dense {
-    ($v:expr, $t:expr) => {
-        &$v[$t.storage_offset()..$t.storage_offset() + $t.numel()]
-    };
-}
 
 /// Only f32 and f64 have conv kernels; say so clearly for anything else.
 #[track_caller]
@@ -121,7 +112,7 @@ fn check_conv(
                 format!("kernel size must be positive, got weight {}", w.shape()),
             ));
         }
-        match k::out_len(len, kl, stride[i], padding[i], dilation[i]) {
+        match out_len(len, kl, stride[i], padding[i], dilation[i]) {
             Some(ol) => out.push(ol),
             None => {
                 return Err(Error::shape(
@@ -308,37 +299,23 @@ impl Tensor {
     ) -> Result<(Tensor, Tensor)> {
         let op = "max_pool2d";
         let (x, geom, out_shape) = pool_setup(op, self, kernel, stride, padding)?;
-        let s = x.storage();
-        let (out, idx) = match s.cpu() {
-            S::F32(v) => {
-                let (o, i) = kp::max_pool2d_forward(dense!(v, x), &geom);
-                (S::F32(o), i)
-            }
-            S::F64(v) => {
-                let (o, i) = kp::max_pool2d_forward(dense!(v, x), &geom);
-                (S::F64(o), i)
-            }
-            _ => unreachable!("dtype checked in pool_setup"),
-        };
-        drop(s);
-        let idx = Tensor::from_cpu(S::I64(idx), out_shape.clone());
+        let (out, idx) = x.storage().max_pool2d(x.layout(), &geom)?;
+        let idx = Tensor::from_storage(idx, out_shape.clone());
         let idx_saved = idx.clone();
         let in_shape = self.shape().clone();
-        let y = Tensor::from_cpu(out, out_shape).record("MaxPool2DBackward", &[self], move || {
-            Box::new(move |g| {
-                let g = g.contiguous()?;
-                let (sg, si) = (g.storage(), idx_saved.storage());
-                let S::I64(iv) = si.cpu() else {
-                    unreachable!("indices are i64")
-                };
-                let gx = match sg.cpu() {
-                    S::F32(v) => S::F32(kp::max_pool2d_backward(dense!(v, g), iv, &geom)),
-                    S::F64(v) => S::F64(kp::max_pool2d_backward(dense!(v, g), iv, &geom)),
-                    _ => return Err(Error::dtype("max_pool2d_backward", "expected f32/f64")),
-                };
-                Ok(vec![Some(Tensor::from_cpu(gx, in_shape.clone()))])
-            })
-        });
+        let y =
+            Tensor::from_storage(out, out_shape).record("MaxPool2DBackward", &[self], move || {
+                Box::new(move |g| {
+                    let g = g.contiguous()?;
+                    let gx = g.storage().max_pool2d_backward(
+                        g.layout(),
+                        &idx_saved.storage(),
+                        idx_saved.layout(),
+                        &geom,
+                    );
+                    Ok(vec![Some(Tensor::from_result(gx, in_shape.clone())?)])
+                })
+            });
         Ok((y, idx))
     }
 
@@ -353,25 +330,14 @@ impl Tensor {
     ) -> Result<Tensor> {
         let op = "avg_pool2d";
         let (x, geom, out_shape) = pool_setup(op, self, kernel, stride, padding)?;
-        let s = x.storage();
-        let out = match s.cpu() {
-            S::F32(v) => S::F32(kp::avg_pool2d_forward(dense!(v, x), &geom)),
-            S::F64(v) => S::F64(kp::avg_pool2d_forward(dense!(v, x), &geom)),
-            _ => unreachable!("dtype checked in pool_setup"),
-        };
-        drop(s);
+        let out = x.storage().avg_pool2d(x.layout(), &geom)?;
         let in_shape = self.shape().clone();
         Ok(
-            Tensor::from_cpu(out, out_shape).record("AvgPool2DBackward", &[self], move || {
+            Tensor::from_storage(out, out_shape).record("AvgPool2DBackward", &[self], move || {
                 Box::new(move |g| {
                     let g = g.contiguous()?;
-                    let sg = g.storage();
-                    let gx = match sg.cpu() {
-                        S::F32(v) => S::F32(kp::avg_pool2d_backward(dense!(v, g), &geom)),
-                        S::F64(v) => S::F64(kp::avg_pool2d_backward(dense!(v, g), &geom)),
-                        _ => return Err(Error::dtype("avg_pool2d_backward", "expected f32/f64")),
-                    };
-                    Ok(vec![Some(Tensor::from_cpu(gx, in_shape.clone()))])
+                    let gx = g.storage().avg_pool2d_backward(g.layout(), &geom);
+                    Ok(vec![Some(Tensor::from_result(gx, in_shape.clone())?)])
                 })
             }),
         )
@@ -403,52 +369,20 @@ impl Tensor {
         let r = out_shape.len();
         out_shape[r - 2..].copy_from_slice(&output);
         let x = self.detach().contiguous()?;
-        let s = x.storage();
-        let out = match s.cpu() {
-            S::F32(v) => S::F32(kp::adaptive_avg_pool2d_forward(
-                dense!(v, x),
-                planes,
-                hw,
-                output,
-            )),
-            S::F64(v) => S::F64(kp::adaptive_avg_pool2d_forward(
-                dense!(v, x),
-                planes,
-                hw,
-                output,
-            )),
-            _ => unreachable!("dtype checked above"),
-        };
-        drop(s);
+        let out = x
+            .storage()
+            .adaptive_avg_pool2d(x.layout(), planes, hw, output)?;
         let in_shape = self.shape().clone();
-        Ok(Tensor::from_cpu(out, out_shape).record(
+        Ok(Tensor::from_storage(out, out_shape).record(
             "AdaptiveAvgPool2DBackward",
             &[self],
             move || {
                 Box::new(move |g| {
                     let g = g.contiguous()?;
-                    let sg = g.storage();
-                    let gx = match sg.cpu() {
-                        S::F32(v) => S::F32(kp::adaptive_avg_pool2d_backward(
-                            dense!(v, g),
-                            planes,
-                            hw,
-                            output,
-                        )),
-                        S::F64(v) => S::F64(kp::adaptive_avg_pool2d_backward(
-                            dense!(v, g),
-                            planes,
-                            hw,
-                            output,
-                        )),
-                        _ => {
-                            return Err(Error::dtype(
-                                "adaptive_avg_pool2d_backward",
-                                "expected f32/f64",
-                            ))
-                        }
-                    };
-                    Ok(vec![Some(Tensor::from_cpu(gx, in_shape.clone()))])
+                    let gx =
+                        g.storage()
+                            .adaptive_avg_pool2d_backward(g.layout(), planes, hw, output);
+                    Ok(vec![Some(Tensor::from_result(gx, in_shape.clone())?)])
                 })
             },
         ))
@@ -467,45 +401,12 @@ fn conv2d_batched(
     let wc = weight.detach().contiguous()?;
     let bc = bias.map(|b| b.detach().contiguous()).transpose()?;
     let out = {
-        let (sx, sw) = (xc.storage(), wc.storage());
         let sb = bc.as_ref().map(|b| b.storage());
-        match (sx.cpu(), sw.cpu()) {
-            (S::F32(xv), S::F32(wv)) => {
-                let bv = match (&sb, &bc) {
-                    (Some(s), Some(b)) => match s.cpu() {
-                        S::F32(v) => Some(dense!(v, b)),
-                        _ => unreachable!("bias dtype checked"),
-                    },
-                    _ => None,
-                };
-                S::F32(k::conv2d_forward(
-                    dense!(xv, xc),
-                    dense!(wv, wc),
-                    bv,
-                    &geom,
-                    relu,
-                ))
-            }
-            (S::F64(xv), S::F64(wv)) => {
-                let bv = match (&sb, &bc) {
-                    (Some(s), Some(b)) => match s.cpu() {
-                        S::F64(v) => Some(dense!(v, b)),
-                        _ => unreachable!("bias dtype checked"),
-                    },
-                    _ => None,
-                };
-                S::F64(k::conv2d_forward(
-                    dense!(xv, xc),
-                    dense!(wv, wc),
-                    bv,
-                    &geom,
-                    relu,
-                ))
-            }
-            _ => unreachable!("dtypes checked in check_conv"),
-        }
+        let bias = sb.as_deref().zip(bc.as_ref().map(|b| b.layout()));
+        xc.storage()
+            .conv2d(xc.layout(), &wc.storage(), wc.layout(), bias, &geom, relu)?
     };
-    let y = Tensor::from_cpu(out, [geom.n, geom.o, geom.oh, geom.ow]);
+    let y = Tensor::from_storage(out, [geom.n, geom.o, geom.oh, geom.ow]);
     // the backward of a fused ReLU needs its output (a view of the same storage, no copy)
     let relu_y = relu.then(|| y.detach());
     let mut inputs = vec![x, weight];
@@ -521,52 +422,26 @@ fn conv2d_batched(
     Ok(y.record(name, &inputs, move || {
         Box::new(move |g| {
             let g = g.contiguous()?;
-            let (gx, gw, gb) = {
-                let (sx, sw, sg) = (xc.storage(), wc.storage(), g.storage());
+            let [gx, gw, gb] = {
                 let sy = relu_y.as_ref().map(|y| y.storage());
-                macro_rules! back {
-                    ($variant:ident, $xv:expr, $wv:expr, $gv:expr) => {{
-                        let yv = match (&sy, &relu_y) {
-                            (Some(s), Some(y)) => match s.cpu() {
-                                S::$variant(v) => Some(dense!(v, y)),
-                                _ => unreachable!("the output has the input's dtype"),
-                            },
-                            _ => None,
-                        };
-                        let (gx, gw, gb) = k::conv2d_backward(
-                            dense!($xv, xc),
-                            dense!($wv, wc),
-                            dense!($gv, g),
-                            yv,
-                            &geom,
-                            need_x,
-                            need_w,
-                            need_b,
-                        );
-                        (
-                            gx.map(S::$variant),
-                            gw.map(S::$variant),
-                            gb.map(S::$variant),
-                        )
-                    }};
-                }
-                match (sx.cpu(), sw.cpu(), sg.cpu()) {
-                    (S::F32(xv), S::F32(wv), S::F32(gv)) => back!(F32, xv, wv, gv),
-                    (S::F64(xv), S::F64(wv), S::F64(gv)) => back!(F64, xv, wv, gv),
-                    _ => {
-                        return Err(Error::dtype(
-                            "conv2d_backward",
-                            format!("gradient dtype {} does not match the input", g.dtype()),
-                        ))
-                    }
-                }
+                let y = sy.as_deref().zip(relu_y.as_ref().map(|y| y.layout()));
+                xc.storage().conv2d_backward(
+                    xc.layout(),
+                    &wc.storage(),
+                    wc.layout(),
+                    &g.storage(),
+                    g.layout(),
+                    y,
+                    &geom,
+                    [need_x, need_w, need_b],
+                )?
             };
             let mut grads = vec![
-                gx.map(|s| Tensor::from_cpu(s, xc.shape())),
-                gw.map(|s| Tensor::from_cpu(s, wc.shape())),
+                gx.map(|s| Tensor::from_storage(s, xc.shape())),
+                gw.map(|s| Tensor::from_storage(s, wc.shape())),
             ];
             if has_bias {
-                grads.push(gb.map(|s| Tensor::from_cpu(s, [geom.o])));
+                grads.push(gb.map(|s| Tensor::from_storage(s, [geom.o])));
             }
             Ok(grads)
         })
@@ -606,7 +481,7 @@ fn pool_setup(
     let d = xb.dims();
     let mut out = [0; 2];
     for i in 0..2 {
-        out[i] = match k::out_len(d[2 + i], kernel[i], stride[i], padding[i], 1) {
+        out[i] = match out_len(d[2 + i], kernel[i], stride[i], padding[i], 1) {
             Some(len) => len,
             None => {
                 return Err(Error::shape(

@@ -1,11 +1,8 @@
 //! Indexing and joining: index_select, gather, scatter_add, index_add, cat, stack, one_hot,
 //! embedding, tril/triu.
 
-use crate::backend::cpu::elementwise::assign_map;
-use crate::backend::cpu::strided::RowPlan;
-use crate::backend::cpu::{CpuDType, CpuStorage as S};
 use crate::shape::normalize_dim;
-use crate::{with_cpu, DType, Error, Result, Shape, Tensor};
+use crate::{DType, Error, Result, Shape, Tensor};
 
 /// Read an int64 index tensor, checking every value is in `0..bound` (negatives wrap once).
 #[track_caller]
@@ -50,21 +47,10 @@ impl Tensor {
         let inner: usize = x.dims()[d + 1..].iter().product();
         let mut shape = x.dims().to_vec();
         shape[d] = ids.len();
-        let s = x.storage();
-        let off = x.storage_offset();
-        let out = with_cpu!(s.cpu(), v => {
-            let v = &v[off..off + x.numel()];
-            let mut out = Vec::with_capacity(outer * ids.len() * inner);
-            for o in 0..outer {
-                for &i in &ids {
-                    let st = (o * n + i) * inner;
-                    out.extend_from_slice(&v[st..st + inner]);
-                }
-            }
-            CpuDType::wrap(out)
-        });
-        drop(s);
-        let out = Tensor::from_cpu(out, shape);
+        let out = x
+            .storage()
+            .index_select(x.layout(), &ids, [outer, n, inner]);
+        let out = Tensor::from_result(out, shape)?;
         let (in_shape, idx) = (self.shape().clone(), index.clone());
         Ok(out.record("IndexSelectBackward", &[self], move || {
             Box::new(move |g| {
@@ -99,28 +85,14 @@ impl Tensor {
         let sc = src.contiguous()?.detach();
         let outer: usize = self.dims()[..d].iter().product();
         let inner: usize = self.dims()[d + 1..].iter().product();
-        {
-            let s = sc.storage();
-            let mut o = out.storage_mut();
-            let soff = sc.storage_offset();
-            match (o.cpu_mut(), s.cpu()) {
-                (S::F32(ov), S::F32(sv)) => {
-                    index_add_kernel(ov, &sv[soff..], &ids, outer, n, inner, |a, b| a + b)
-                }
-                (S::F64(ov), S::F64(sv)) => {
-                    index_add_kernel(ov, &sv[soff..], &ids, outer, n, inner, |a, b| a + b)
-                }
-                (S::I64(ov), S::I64(sv)) => {
-                    index_add_kernel(ov, &sv[soff..], &ids, outer, n, inner, |a, b| a + b)
-                }
-                _ => {
-                    return Err(Error::dtype(
-                        "index_add",
-                        format!("not supported for {}", self.dtype()),
-                    ))
-                }
-            }
+        if !matches!(self.dtype(), DType::F32 | DType::F64 | DType::I64) {
+            return Err(Error::dtype(
+                "index_add",
+                format!("not supported for {}", self.dtype()),
+            ));
         }
+        out.storage_mut()
+            .index_add_inplace(&ids, &sc.storage(), sc.layout(), [outer, n, inner])?;
         let idx = index.clone();
         Ok(out.record("IndexAddBackward", &[self, src], move || {
             Box::new(move |g| {
@@ -138,17 +110,8 @@ impl Tensor {
         let d = normalize_dim("gather", dim, self.rank())?;
         self.check_index_shape("gather", d, index)?;
         let ids = read_indices("gather", index, self.dims()[d])?;
-        let xs = self.strides();
-        let mut xs_nd = xs.to_vec();
-        xs_nd[d] = 0;
-        let plan = RowPlan::new(index.dims(), [&xs_nd]);
-        let mut offs = Vec::with_capacity(ids.len());
-        plan.for_each_offset([self.storage_offset()], |[o]| offs.push(o));
-        let s = self.storage();
-        let out = with_cpu!(s.cpu(), v => CpuDType::wrap(
-            offs.iter().zip(&ids).map(|(&o, &i)| v[o + i * xs[d]]).collect::<Vec<_>>()));
-        drop(s);
-        let out = Tensor::from_cpu(out, index.shape());
+        let out = self.storage().gather(self.layout(), &ids, index.dims(), d);
+        let out = Tensor::from_result(out, index.shape())?;
         let (in_shape, idx) = (self.shape().clone(), index.clone());
         Ok(out.record("GatherBackward", &[self], move || {
             Box::new(move |g| {
@@ -198,34 +161,21 @@ impl Tensor {
         }
         let ids = read_indices("scatter_add", index, self.dims()[d])?;
         let out = self.detach().deep_clone()?;
-        let os = out.strides().to_vec();
-        let mut os_nd = os.clone();
-        os_nd[d] = 0;
-        let plan = RowPlan::new(index.dims(), [&os_nd, src.strides()]);
-        let mut offs = Vec::with_capacity(ids.len());
-        plan.for_each_offset([0, src.storage_offset()], |o| offs.push(o));
-        {
-            let s = src.storage();
-            let mut o = out.storage_mut();
-            macro_rules! go {
-                ($ov:expr, $sv:expr) => {
-                    for (&[oo, so], &i) in offs.iter().zip(&ids) {
-                        $ov[oo + i * os[d]] += $sv[so];
-                    }
-                };
-            }
-            match (o.cpu_mut(), s.cpu()) {
-                (S::F32(ov), S::F32(sv)) => go!(ov, sv),
-                (S::F64(ov), S::F64(sv)) => go!(ov, sv),
-                (S::I64(ov), S::I64(sv)) => go!(ov, sv),
-                _ => {
-                    return Err(Error::dtype(
-                        "scatter_add",
-                        format!("not supported for {}", self.dtype()),
-                    ))
-                }
-            }
+        if !matches!(self.dtype(), DType::F32 | DType::F64 | DType::I64) {
+            return Err(Error::dtype(
+                "scatter_add",
+                format!("not supported for {}", self.dtype()),
+            ));
         }
+        let ol = out.layout().clone();
+        out.storage_mut().scatter_add_inplace(
+            &ol,
+            &ids,
+            index.dims(),
+            &src.storage(),
+            src.layout(),
+            d,
+        )?;
         let idx = index.clone();
         let src_shape = src.shape().clone();
         Ok(out.record("ScatterAddBackward", &[self, src], move || {
@@ -286,12 +236,7 @@ impl Tensor {
         for t in tensors {
             let n = t.dims()[d];
             let view = out.layout().slice(d, start, start + n, 1);
-            let s = t.storage();
-            let mut o = out.storage_mut();
-            with_cpu!(o.cpu_mut(), ov => {
-                let sv = CpuDType::slice(s.cpu()).expect("same dtype");
-                assign_map(ov, &view, sv, t.layout(), |_, y| y)
-            });
+            out.storage_mut().assign(&view, &t.storage(), t.layout())?;
             start += n;
             sizes.push(n);
         }
@@ -403,25 +348,5 @@ impl Tensor {
             })
             .collect();
         Tensor::from_vec(v, [n, m])
-    }
-}
-
-fn index_add_kernel<T: Copy>(
-    out: &mut [T],
-    src: &[T],
-    ids: &[usize],
-    outer: usize,
-    n: usize,
-    inner: usize,
-    f: impl Fn(T, T) -> T,
-) {
-    for o in 0..outer {
-        for (j, &i) in ids.iter().enumerate() {
-            let dst = (o * n + i) * inner;
-            let s = (o * ids.len() + j) * inner;
-            for k in 0..inner {
-                out[dst + k] = f(out[dst + k], src[s + k]);
-            }
-        }
     }
 }

@@ -1,9 +1,7 @@
 //! `matmul` with `torch.matmul` semantics (1-D promotion, broadcast batch dims) and its backward.
 
-use crate::backend::cpu::matmul::{matmul as gemm_matmul, matmul_bias};
-use crate::backend::cpu::CpuStorage as S;
 use crate::shape::broadcast_shapes;
-use crate::{DType, Error, Result, Shape, Tensor};
+use crate::{Error, Result, Shape, Tensor};
 
 /// The gradient of `rhs` in `lhs @ rhs` for the output gradient `g`.
 ///
@@ -103,31 +101,18 @@ impl Tensor {
         so.extend([m, n]);
         let la = self.layout().broadcast_as("matmul", &Shape(sa))?;
         let lb = rhs.layout().broadcast_as("matmul", &Shape(sb))?;
-        let (a, b) = (self.storage(), rhs.storage());
-        let out = match (a.cpu(), b.cpu()) {
-            (S::F32(u), S::F32(v)) => S::F32(gemm_matmul(u, &la, v, &lb)),
-            (S::F64(u), S::F64(v)) => S::F64(gemm_matmul(u, &la, v, &lb)),
-            (S::F16(u), S::F16(v)) => S::F16(gemm_matmul(u, &la, v, &lb)),
-            (S::BF16(_), S::BF16(_)) => {
-                drop((a, b));
-                // bf16: accumulate in f32
-                return self
-                    .to_dtype(DType::F32)?
-                    .matmul_nd(&rhs.to_dtype(DType::F32)?, orig_a, orig_b)?
-                    .to_dtype(DType::BF16);
-            }
-            _ => {
-                return Err(Error::dtype(
-                    "matmul",
-                    format!(
-                        "not supported for dtype {} (use a float dtype)",
-                        self.dtype()
-                    ),
-                ))
-            }
-        };
-        drop((a, b));
-        let out = Tensor::from_cpu(out, so);
+        if self.dtype() != rhs.dtype() || !self.dtype().is_float() {
+            self.check_same_dtype("matmul", rhs)?;
+            return Err(Error::dtype(
+                "matmul",
+                format!(
+                    "not supported for dtype {} (use a float dtype)",
+                    self.dtype()
+                ),
+            ));
+        }
+        let out = self.storage().matmul(&la, &rhs.storage(), &lb);
+        let out = Tensor::from_result(out, so)?;
         let (x, w) = (self.clone(), rhs.clone());
         Ok(out.record("MmBackward", &[self, rhs], move || {
             Box::new(move |g| {
@@ -150,7 +135,7 @@ impl Tensor {
 impl Tensor {
     /// `self @ weight.t() + bias` for `self: [.., m, k]`, `weight: [n, k]`, `bias: [n]` (a
     /// linear layer, `torch.addmm`), the bias added inside the product (see
-    /// [`matmul_bias`]). `None` when that does not apply (rank-1 input, other dtypes or
+    /// the backend's `matmul_bias`). `None` when that does not apply (rank-1 input, other dtypes or
     /// shapes, a strided bias): the caller composes `matmul` and `add`, which also reports
     /// shape errors.
     pub(crate) fn linear_fused(&self, weight: &Tensor, bias: &Tensor) -> Result<Option<Tensor>> {
@@ -161,12 +146,10 @@ impl Tensor {
             && weight.dims()[1] == self.dims()[r - 1]
             && bias.dims()[0] == weight.dims()[0]
             && self.dtype() == weight.dtype()
-            && bias.dtype() == weight.dtype()
-            && matches!(self.dtype(), DType::F32 | DType::F64 | DType::F16);
-        let range = bias.layout().contiguous_range();
-        let Some((b0, b1)) = range.filter(|_| fits) else {
+            && bias.dtype() == weight.dtype();
+        if !fits {
             return Ok(None);
-        };
+        }
         let (m, k, n) = (self.dims()[r - 2], self.dims()[r - 1], weight.dims()[0]);
         let wt = weight.t()?;
         let mut sa = self.dims()[..r - 2].to_vec();
@@ -177,15 +160,13 @@ impl Tensor {
         so.extend([m, n]);
         let la = self.layout().broadcast_as("linear", &Shape(sa))?;
         let lb = wt.layout().broadcast_as("linear", &Shape(sb))?;
-        let (a, b, c) = (self.storage(), wt.storage(), bias.storage());
-        let out = match (a.cpu(), b.cpu(), c.cpu()) {
-            (S::F32(u), S::F32(v), S::F32(w)) => S::F32(matmul_bias(u, &la, v, &lb, &w[b0..b1])),
-            (S::F64(u), S::F64(v), S::F64(w)) => S::F64(matmul_bias(u, &la, v, &lb, &w[b0..b1])),
-            (S::F16(u), S::F16(v), S::F16(w)) => S::F16(matmul_bias(u, &la, v, &lb, &w[b0..b1])),
-            _ => return Ok(None),
+        let out =
+            self.storage()
+                .matmul_bias(&la, &wt.storage(), &lb, &bias.storage(), bias.layout())?;
+        let Some(out) = out else {
+            return Ok(None);
         };
-        drop((a, b, c));
-        let out = Tensor::from_cpu(out, so);
+        let out = Tensor::from_storage(out, so);
         let (x, w, bt) = (self.clone(), weight.clone(), bias.clone());
         Ok(Some(out.record(
             "AddmmBackward",

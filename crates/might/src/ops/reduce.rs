@@ -1,10 +1,8 @@
 //! Reductions: sum, mean, max/min (+ indices), argmax/argmin, var/std, prod, logsumexp, all/any.
 
-use crate::backend::cpu::reduce::{reduce, ArgExt, Fold, Sum};
-use crate::backend::cpu::CpuStorage as S;
+use crate::backend::ReduceOp;
 use crate::shape::normalize_dim;
 use crate::{DType, Error, Result, Shape, Tensor};
-use half::{bf16, f16};
 
 /// Which dims a reduction removes, from PyTorch-style dim arguments.
 #[track_caller]
@@ -46,57 +44,8 @@ impl Tensor {
     #[track_caller]
     fn sum_forward(&self, mask: &[bool], keepdim: bool) -> Result<Tensor> {
         let shape = out_shape(self.dims(), mask, keepdim);
-        let s = self.storage();
-        let l = self.layout();
-        let out = match s.cpu() {
-            S::F32(v) => S::F32(reduce(v, l, mask, &Sum)),
-            S::F64(v) => S::F64(reduce(v, l, mask, &Sum)),
-            S::F16(v) => {
-                let r = Fold {
-                    init: 0f32,
-                    f: |a: f32, x: f16| a + x.to_f32(),
-                };
-                S::F16(
-                    reduce(v, l, mask, &r)
-                        .into_iter()
-                        .map(f16::from_f32)
-                        .collect(),
-                )
-            }
-            S::BF16(v) => {
-                let r = Fold {
-                    init: 0f32,
-                    f: |a: f32, x: bf16| a + x.to_f32(),
-                };
-                S::BF16(
-                    reduce(v, l, mask, &r)
-                        .into_iter()
-                        .map(bf16::from_f32)
-                        .collect(),
-                )
-            }
-            S::I64(v) => S::I64(reduce(v, l, mask, &Sum)),
-            S::U8(v) => S::I64(reduce(
-                v,
-                l,
-                mask,
-                &Fold {
-                    init: 0i64,
-                    f: |a: i64, x: u8| a + x as i64,
-                },
-            )),
-            S::Bool(v) => S::I64(reduce(
-                v,
-                l,
-                mask,
-                &Fold {
-                    init: 0i64,
-                    f: |a: i64, x: bool| a + x as i64,
-                },
-            )),
-        };
-        drop(s);
-        Ok(Tensor::from_cpu(out, shape))
+        let out = self.storage().reduce(self.layout(), mask, ReduceOp::Sum);
+        Tensor::from_result(out, shape)
     }
 
     /// Sum over several dims.
@@ -192,28 +141,9 @@ impl Tensor {
         let mut mask = vec![false; self.rank()];
         mask[d] = true;
         let shape = out_shape(self.dims(), &mask, keepdim);
-        let s = self.storage();
-        let l = self.layout();
-        let r = ArgExt { max };
-        macro_rules! go {
-            ($v:expr, $w:ident) => {{
-                let acc = reduce($v, l, &mask, &r);
-                let idx: Vec<i64> = acc.iter().map(|a| a.1 as i64).collect();
-                (S::$w(acc.into_iter().map(|a| a.0.unwrap()).collect()), idx)
-            }};
-        }
-        let (vals, idx) = match s.cpu() {
-            S::F32(v) => go!(v, F32),
-            S::F64(v) => go!(v, F64),
-            S::F16(v) => go!(v, F16),
-            S::BF16(v) => go!(v, BF16),
-            S::I64(v) => go!(v, I64),
-            S::U8(v) => go!(v, U8),
-            S::Bool(v) => go!(v, Bool),
-        };
-        drop(s);
-        let vals = Tensor::from_cpu(vals, shape.clone());
-        let idx = Tensor::from_cpu(S::I64(idx), shape);
+        let (vals, idx) = self.storage().arg_reduce(self.layout(), &mask, max)?;
+        let vals = Tensor::from_storage(vals, shape.clone());
+        let idx = Tensor::from_storage(idx, shape);
         let (in_shape, idx_k, kd) = (self.shape().clone(), idx.clone(), keepdim);
         let vals = vals.record(
             if max { "MaxBackward" } else { "MinBackward" },
@@ -305,45 +235,14 @@ impl Tensor {
     pub fn prod(&self, dim: isize, keepdim: bool) -> Result<Tensor> {
         let mask = reduced_mask("prod", &[dim], self.rank())?;
         let shape = out_shape(self.dims(), &mask, keepdim);
-        let s = self.storage();
-        let l = self.layout();
-        let out = match s.cpu() {
-            S::F32(v) => S::F32(reduce(
-                v,
-                l,
-                &mask,
-                &Fold {
-                    init: 1f32,
-                    f: |a: f32, x: f32| a * x,
-                },
-            )),
-            S::F64(v) => S::F64(reduce(
-                v,
-                l,
-                &mask,
-                &Fold {
-                    init: 1f64,
-                    f: |a: f64, x: f64| a * x,
-                },
-            )),
-            S::I64(v) => S::I64(reduce(
-                v,
-                l,
-                &mask,
-                &Fold {
-                    init: 1i64,
-                    f: |a: i64, x: i64| a.wrapping_mul(x),
-                },
-            )),
-            _ => {
-                return Err(Error::dtype(
-                    "prod",
-                    format!("not supported for {}", self.dtype()),
-                ))
-            }
-        };
-        drop(s);
-        let out = Tensor::from_cpu(out, shape);
+        if !matches!(self.dtype(), DType::F32 | DType::F64 | DType::I64) {
+            return Err(Error::dtype(
+                "prod",
+                format!("not supported for {}", self.dtype()),
+            ));
+        }
+        let out = self.storage().reduce(self.layout(), &mask, ReduceOp::Prod);
+        let out = Tensor::from_result(out, shape)?;
         let (x, y) = (self.clone(), out.detach());
         let d = normalize_dim("prod", dim, self.rank())?;
         Ok(out.record("ProdBackward", &[self], move || {
@@ -401,31 +300,9 @@ impl Tensor {
         } else {
             self.ne(&Tensor::zeros((), self.dtype())?)?
         };
-        let s = b.storage();
-        let S::Bool(v) = s.cpu() else { unreachable!() };
-        let out = if any {
-            reduce(
-                v,
-                b.layout(),
-                &mask,
-                &Fold {
-                    init: false,
-                    f: |a: bool, x: bool| a | x,
-                },
-            )
-        } else {
-            reduce(
-                v,
-                b.layout(),
-                &mask,
-                &Fold {
-                    init: true,
-                    f: |a: bool, x: bool| a & x,
-                },
-            )
-        };
-        drop(s);
-        Ok(Tensor::from_cpu(S::Bool(out), shape))
+        let op = if any { ReduceOp::Any } else { ReduceOp::All };
+        let out = b.storage().reduce(b.layout(), &mask, op);
+        Tensor::from_result(out, shape)
     }
 
     /// Are all elements true (non-zero)? Over all dims.

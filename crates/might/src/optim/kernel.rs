@@ -3,7 +3,7 @@
 //! tensors across the thread pool.
 
 use super::ParamState;
-use crate::backend::cpu::{threads, CpuDType, CpuStorage};
+use crate::backend::cpu::{threads, CpuDType};
 use crate::{DType, Error, Result, Tensor};
 use std::sync::Mutex;
 
@@ -57,12 +57,13 @@ pub(crate) fn update_param<K: Kernel>(
         ));
     }
     let sdt = super::state_dtype(p.dtype());
-    let st = state.get_or_insert_with(|| ParamState {
-        step: 0,
-        bufs: (0..nbufs)
-            .map(|_| CpuStorage::zeros(sdt, p.numel()))
-            .collect(),
-    });
+    if state.is_none() {
+        let bufs = (0..nbufs)
+            .map(|_| Tensor::zeros(p.shape(), sdt)?.to_device(p.device()))
+            .collect::<Result<Vec<_>>>()?;
+        *state = Some(ParamState { step: 0, bufs });
+    }
+    let st = state.as_mut().expect("set above");
     match p.dtype() {
         DType::F32 => drive::<f32, K>(p, g, st, k),
         DType::F64 => drive::<f64, K>(p, g, st, k),
@@ -102,10 +103,10 @@ fn drive<T: Real, K: Kernel>(p: &Tensor, g: &Tensor, st: &mut ParamState, k: &K)
     let gsl = &T::slice(gguard.cpu()).expect("converted above")[gs..ge];
     let mut pguard = p.storage_mut();
     let psl = &mut T::slice_mut(pguard.cpu_mut()).expect("dtype checked")[ps..pe];
-    let bufs: Vec<&mut [T]> = st
-        .bufs
+    let mut guards: Vec<_> = st.bufs.iter().map(|b| b.storage_mut()).collect();
+    let bufs: Vec<&mut [T]> = guards
         .iter_mut()
-        .map(|b| T::slice_mut(b).expect("state dtype matches"))
+        .map(|b| T::slice_mut(b.cpu_mut()).expect("state dtype matches"))
         .collect();
     if threads::parallel(psl.len()) {
         // cut the parameter, its gradient and every state buffer at the same places

@@ -34,7 +34,6 @@ pub use schedule::{
 };
 pub use sgd::{Sgd, SgdConfig};
 
-use crate::backend::cpu::CpuStorage;
 use crate::{DType, Error, Result, Tensor};
 use std::collections::HashMap;
 
@@ -124,11 +123,12 @@ impl ParamGroup {
 }
 
 /// Per-parameter state: step count and the optimizer's buffers (in the optimizer's name
-/// order), stored in the compute dtype (f64 for f64 parameters, f32 otherwise).
-#[derive(Clone, Debug)]
+/// order), tensors on the parameter's device in the compute dtype (f64 for f64 parameters,
+/// f32 otherwise), each owning its storage (updated in place).
+#[derive(Debug)]
 pub(crate) struct ParamState {
     pub(crate) step: u64,
-    pub(crate) bufs: Vec<CpuStorage>,
+    pub(crate) bufs: Vec<Tensor>,
 }
 
 pub(crate) struct Slot {
@@ -253,8 +253,11 @@ impl Core {
                     .push((format!("state.{i}.step"), st.step as f64));
             }
             for (name, buf) in names.iter().zip(&st.bufs) {
-                let t = Tensor::from_cpu(buf.clone(), slot.param.shape().clone());
-                out.tensors.push((format!("state.{i}.{name}"), t));
+                // a copy: the live buffer keeps changing with every step. A copy that fails
+                // (a device out of memory) leaves the entry out, so loading this state
+                // reports it missing instead of aliasing the live buffer.
+                let Ok(t) = buf.deep_clone() else { continue };
+                out.tensors.push((format!("state.{i}.{name}"), t.detach()));
             }
         }
         out
@@ -277,7 +280,7 @@ impl Core {
             let i: usize = i.parse().ok()?;
             (i < n).then(|| (i, name.to_string()))
         };
-        let mut bufs: HashMap<usize, Vec<Option<CpuStorage>>> = HashMap::new();
+        let mut bufs: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
         let mut steps: HashMap<usize, u64> = HashMap::new();
         let mut lr = None;
         for (key, t) in &s.tensors {
@@ -310,10 +313,12 @@ impl Core {
                     format!("state tensor {key:?} has dtype {}", t.dtype()),
                 ));
             }
-            let storage = match state_dtype(p.dtype()) {
-                DType::F64 => CpuStorage::F64(t.to_dtype(DType::F64)?.to_vec::<f64>()?),
-                _ => CpuStorage::F32(t.to_dtype(DType::F32)?.to_vec::<f32>()?),
-            };
+            // a fresh contiguous copy in the state dtype, on the parameter's device
+            let storage = t
+                .detach()
+                .to_dtype(state_dtype(p.dtype()))?
+                .to_device(p.device())?
+                .deep_clone()?;
             bufs.entry(i).or_insert_with(|| vec![None; names.len()])[bi] = Some(storage);
         }
         for (key, v) in &s.scalars {
@@ -340,7 +345,7 @@ impl Core {
                 }
             }
         }
-        let mut new_states: Vec<Option<ParamState>> = vec![None; n];
+        let mut new_states: Vec<Option<ParamState>> = (0..n).map(|_| None).collect();
         for (i, new) in new_states.iter_mut().enumerate() {
             let b = bufs.remove(&i);
             let st = steps.remove(&i);

@@ -1,8 +1,7 @@
 //! Creation ops: constants, ranges, identity and random tensors.
 
 use super::random::with_global;
-use crate::backend::cpu::CpuStorage;
-use crate::{DType, Error, Result, Shape, Tensor};
+use crate::{DType, Device, Error, Result, Shape, Storage, Tensor};
 
 #[track_caller]
 fn checked(op: &str, shape: impl Into<Shape>) -> Result<Shape> {
@@ -21,10 +20,8 @@ impl Tensor {
     #[track_caller]
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
         let shape = checked("zeros", shape)?;
-        Ok(Tensor::from_cpu(
-            CpuStorage::zeros(dtype, shape.numel()),
-            shape,
-        ))
+        let n = shape.numel();
+        Tensor::from_result(Storage::zeros(Device::Cpu, dtype, n), shape)
     }
 
     /// A tensor filled with ones.
@@ -38,10 +35,8 @@ impl Tensor {
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
         let shape = checked("full", shape)?;
         let n = shape.numel();
-        Ok(Tensor::from_cpu(
-            CpuStorage::from_f64_iter(dtype, std::iter::repeat_n(value, n)),
-            shape,
-        ))
+        let mut it = std::iter::repeat_n(value, n);
+        Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
     }
 
     pub fn zeros_like(t: &Tensor) -> Result<Tensor> {
@@ -71,10 +66,8 @@ impl Tensor {
         }
         let n = ((end - start) / step).ceil().max(0.0) as usize;
         let shape = checked("arange", [n])?;
-        Ok(Tensor::from_cpu(
-            CpuStorage::from_f64_iter(dtype, (0..n).map(|i| start + i as f64 * step)),
-            shape,
-        ))
+        let mut it = (0..n).map(|i| start + i as f64 * step);
+        Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
     }
 
     /// `steps` evenly spaced values from `start` to `end` inclusive.
@@ -86,32 +79,22 @@ impl Tensor {
         } else {
             0.0
         };
-        Ok(Tensor::from_cpu(
-            CpuStorage::from_f64_iter(
-                dtype,
-                (0..steps).map(|i| {
-                    if steps > 1 && i == steps - 1 {
-                        end
-                    } else {
-                        start + i as f64 * step
-                    }
-                }),
-            ),
-            shape,
-        ))
+        let mut it = (0..steps).map(|i| {
+            if steps > 1 && i == steps - 1 {
+                end
+            } else {
+                start + i as f64 * step
+            }
+        });
+        Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
     }
 
     /// The n×n identity matrix.
     #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
         let shape = checked("eye", [n, n])?;
-        Ok(Tensor::from_cpu(
-            CpuStorage::from_f64_iter(
-                dtype,
-                (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 }),
-            ),
-            shape,
-        ))
+        let mut it = (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 });
+        Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
     }
 
     /// Uniform samples in [0, 1) from the global generator (`manual_seed`).
@@ -125,15 +108,8 @@ impl Tensor {
     pub fn uniform(shape: impl Into<Shape>, low: f64, high: f64, dtype: DType) -> Result<Tensor> {
         let shape = checked("rand", shape)?;
         let n = shape.numel();
-        let data = with_global(|g| {
-            if dtype == DType::F64 {
-                CpuStorage::F64((0..n).map(|_| low + (high - low) * g.next_f64()).collect())
-            } else {
-                let v = (0..n).map(|_| low + (high - low) * g.next_f32() as f64);
-                CpuStorage::from_f64_iter(dtype, v)
-            }
-        });
-        Ok(Tensor::from_cpu(data, shape))
+        let data = with_global(|g| Storage::rand_uniform(Device::Cpu, dtype, n, low, high, g));
+        Tensor::from_result(data, shape)
     }
 
     /// Standard normal samples from the global generator.
@@ -147,10 +123,8 @@ impl Tensor {
     pub fn normal(shape: impl Into<Shape>, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
         let shape = checked("randn", shape)?;
         let n = shape.numel();
-        let data = with_global(|g| {
-            CpuStorage::from_f64_iter(dtype, (0..n).map(|_| mean + std * g.next_normal()))
-        });
-        Ok(Tensor::from_cpu(data, shape))
+        let data = with_global(|g| Storage::rand_normal(Device::Cpu, dtype, n, mean, std, g));
+        Tensor::from_result(data, shape)
     }
 
     /// Uniform integers in [low, high) as int64 (`torch.randint`).
@@ -170,15 +144,12 @@ impl Tensor {
                 .map(|_| low + g.below(span) as i64)
                 .collect::<Vec<_>>()
         });
-        Ok(Tensor::from_cpu(CpuStorage::I64(data), shape))
+        Tensor::from_vec(data, shape)
     }
 
     /// A random permutation of `0..n` as int64 (`torch.randperm`).
     pub fn randperm(n: usize) -> Tensor {
         let p = with_global(|g| g.permutation(n));
-        Tensor::from_cpu(
-            CpuStorage::I64(p.into_iter().map(|v| v as i64).collect()),
-            [n],
-        )
+        Tensor::new(&p.into_iter().map(|v| v as i64).collect::<Vec<_>>())
     }
 }

@@ -12,8 +12,7 @@ mod view;
 pub use view::{Infer, ShapeSpec};
 
 use crate::autograd::Node;
-use crate::backend::cpu::{CpuDType, CpuStorage};
-use crate::{DType, Device, Error, Layout, Result, Shape, Storage};
+use crate::{DType, Device, Error, Layout, Result, Shape, Storage, WithDType};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -69,8 +68,20 @@ impl Tensor {
         Tensor::from_parts(Arc::new(RwLock::new(storage)), Layout::contiguous(shape))
     }
 
-    pub(crate) fn from_cpu(storage: CpuStorage, shape: impl Into<Shape>) -> Tensor {
-        Tensor::from_storage(Storage::Cpu(storage), shape)
+    /// A fresh contiguous tensor from a backend result (`Result<Storage>`).
+    pub(crate) fn from_result(storage: Result<Storage>, shape: impl Into<Shape>) -> Result<Tensor> {
+        Ok(Tensor::from_storage(storage?, shape))
+    }
+
+    /// Host data on the CPU, which takes it as it is (moving a `Vec` cannot fail).
+    fn cpu_host<T: WithDType>(data: Vec<T>, shape: impl Into<Shape>) -> Tensor {
+        Tensor::from_host(data, shape)
+            .unwrap_or_else(|_| unreachable!("the CPU backend adopts host vectors"))
+    }
+
+    /// Host data on the CPU (the default device; `to_device` moves it).
+    fn from_host<T: WithDType>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
+        Tensor::from_result(Storage::from_vec(Device::Cpu, data), shape)
     }
 
     /// A view of the same storage with another layout (no autograd recording).
@@ -80,7 +91,7 @@ impl Tensor {
 
     /// Build a tensor from a `Vec` and a shape: `Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])`.
     #[track_caller]
-    pub fn from_vec<T: CpuDType>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
+    pub fn from_vec<T: WithDType>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
         let shape = shape.into();
         if shape.checked_numel() != Some(data.len()) {
             return Err(Error::shape(
@@ -94,23 +105,23 @@ impl Tensor {
                 ),
             ));
         }
-        Ok(Tensor::from_cpu(T::wrap(data), shape))
+        Tensor::from_host(data, shape)
     }
 
     /// Like `from_vec`, copying from a slice.
     #[track_caller]
-    pub fn from_slice<T: CpuDType>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
+    pub fn from_slice<T: WithDType>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
         Tensor::from_vec(data.to_vec(), shape)
     }
 
     /// A 1-D tensor from a slice (like `torch.tensor([..])`).
-    pub fn new<T: CpuDType>(data: &[T]) -> Tensor {
-        Tensor::from_cpu(T::wrap(data.to_vec()), [data.len()])
+    pub fn new<T: WithDType>(data: &[T]) -> Tensor {
+        Tensor::cpu_host(data.to_vec(), [data.len()])
     }
 
     /// A 0-d tensor.
-    pub fn scalar<T: CpuDType>(v: T) -> Tensor {
-        Tensor::from_cpu(T::wrap(vec![v]), ())
+    pub fn scalar<T: WithDType>(v: T) -> Tensor {
+        Tensor::cpu_host(vec![v], ())
     }
 
     pub fn id(&self) -> TensorId {
@@ -167,30 +178,25 @@ impl Tensor {
 
     /// Read the elements (in logical order) as a `Vec<T>`; `T` must match the dtype.
     #[track_caller]
-    pub fn to_vec<T: CpuDType>(&self) -> Result<Vec<T>> {
-        let s = self.storage();
-        let data = T::slice(s.cpu()).ok_or_else(|| {
-            Error::dtype(
+    pub fn to_vec<T: WithDType>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::dtype(
                 "to_vec",
                 format!("tensor has dtype {}, asked for {}", self.dtype(), T::DTYPE),
-            )
-        })?;
-        Ok(crate::backend::cpu::elementwise::copy_contiguous(
-            data,
-            self.layout(),
-        ))
+            ));
+        }
+        self.storage().to_vec(self.layout())
     }
 
     /// Elements converted to f64, whatever the dtype (handy for tests and printing).
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        let s = self.storage();
-        crate::with_cpu!(s.cpu(), v => crate::backend::cpu::elementwise::unary_map(
-            v, self.layout(), crate::WithDType::to_f64))
+        // reading back from a device cannot fail short of a lost device; print nothing then
+        self.storage().to_f64_vec(self.layout()).unwrap_or_default()
     }
 
     /// The single element of a tensor with one element, as `T`.
     #[track_caller]
-    pub fn to_scalar<T: CpuDType>(&self) -> Result<T> {
+    pub fn to_scalar<T: WithDType>(&self) -> Result<T> {
         if self.numel() != 1 {
             return Err(Error::shape(
                 "to_scalar",
@@ -214,7 +220,7 @@ impl Tensor {
 
     /// Nested `Vec`s for a 2-D tensor.
     #[track_caller]
-    pub fn to_vec2<T: CpuDType>(&self) -> Result<Vec<Vec<T>>> {
+    pub fn to_vec2<T: WithDType>(&self) -> Result<Vec<Vec<T>>> {
         if self.rank() != 2 {
             return Err(Error::shape(
                 "to_vec2",

@@ -341,12 +341,9 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        let s = self.storage();
-        let data = crate::with_cpu!(s.cpu(), v => crate::backend::cpu::CpuDType::wrap(
-            crate::backend::cpu::elementwise::copy_contiguous(v, self.layout())));
-        drop(s);
+        let data = self.storage().copy_contiguous(self.layout());
         Ok(
-            Tensor::from_cpu(data, self.shape()).record("CloneBackward", &[self], || {
+            Tensor::from_result(data, self.shape())?.record("CloneBackward", &[self], || {
                 Box::new(|g| Ok(vec![Some(g.clone())]))
             }),
         )
@@ -354,12 +351,9 @@ impl Tensor {
 
     /// A copy that owns fresh storage (`clone()` in PyTorch; `Clone` here shares).
     pub fn deep_clone(&self) -> Result<Tensor> {
-        let s = self.storage();
-        let data = crate::with_cpu!(s.cpu(), v => crate::backend::cpu::CpuDType::wrap(
-            crate::backend::cpu::elementwise::copy_contiguous(v, self.layout())));
-        drop(s);
+        let data = self.storage().copy_contiguous(self.layout());
         Ok(
-            Tensor::from_cpu(data, self.shape()).record("CloneBackward", &[self], || {
+            Tensor::from_result(data, self.shape())?.record("CloneBackward", &[self], || {
                 Box::new(|g| Ok(vec![Some(g.clone())]))
             }),
         )

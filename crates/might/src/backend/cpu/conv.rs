@@ -88,26 +88,7 @@ conv_float!(f64);
 /// Multiply-adds below which a conv stays on the calling thread.
 const CONV_PAR_WORK: usize = 1 << 16;
 
-/// Everything about one conv2d call, in elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConvGeom {
-    /// Batch size, input channels, input height and width.
-    pub n: usize,
-    pub c: usize,
-    pub h: usize,
-    pub w: usize,
-    /// Output channels and kernel height and width.
-    pub o: usize,
-    pub kh: usize,
-    pub kw: usize,
-    pub stride: [usize; 2],
-    pub padding: [usize; 2],
-    pub dilation: [usize; 2],
-    pub groups: usize,
-    /// Output height and width.
-    pub oh: usize,
-    pub ow: usize,
-}
+pub use crate::backend::geom::ConvGeom;
 
 impl ConvGeom {
     /// Input channels per group.
@@ -137,20 +118,6 @@ impl ConvGeom {
     pub(super) fn work(&self) -> usize {
         self.n * self.o * self.p() * self.klen()
     }
-}
-
-/// Output length of a conv/pool along one axis; `None` when the (dilated) kernel does not fit
-/// in the padded input. `stride` must be > 0.
-pub fn out_len(
-    input: usize,
-    kernel: usize,
-    stride: usize,
-    pad: usize,
-    dil: usize,
-) -> Option<usize> {
-    let span = dil * (kernel.max(1) - 1) + 1;
-    let padded = input + 2 * pad;
-    (padded >= span).then(|| (padded - span) / stride + 1)
 }
 
 /// `dst[m, n] (+)= lhs[m, k] @ rhs[k, n]` for strided operands starting at element 0 of their

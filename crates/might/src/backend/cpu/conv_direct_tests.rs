@@ -1,7 +1,8 @@
 //! The direct kernels against the convolution's definition, in every build this CPU runs.
 
-use super::super::conv::{conv2d_backward, conv2d_forward, out_len};
+use super::super::conv::{conv2d_backward, conv2d_forward};
 use super::*;
+use crate::backend::geom::out_len;
 
 type Case = (
     usize,

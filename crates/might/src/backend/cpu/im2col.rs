@@ -97,8 +97,8 @@ pub(super) fn col2im<T: ConvFloat>(col: &[T], g: &ConvGeom, gx: &mut [T], ld: us
 
 #[cfg(test)]
 mod tests {
-    use super::super::conv::out_len;
     use super::*;
+    use crate::backend::geom::out_len;
 
     #[test]
     fn valid_range_matches_brute_force() {

@@ -1,8 +1,10 @@
 //! The CPU backend: typed buffers and the kernels that read them through layouts.
 
+pub mod arith;
 pub mod bgemm;
 pub mod conv;
 pub mod conv_direct;
+pub(crate) mod dispatch;
 pub mod elementwise;
 pub mod im2col;
 pub mod index;
@@ -15,15 +17,20 @@ pub mod reduce;
 pub mod rows;
 pub mod sgemm;
 pub mod simd;
+pub mod softmax;
 pub mod strided;
 pub mod team;
 pub mod threads;
 pub mod transpose;
+pub(crate) mod unary_ops;
 pub mod vmath;
 pub mod wsum;
 
+pub(crate) use dispatch::CpuDevice;
+
 use crate::{DType, WithDType};
 use half::{bf16, f16};
+use std::any::Any;
 
 /// A typed CPU buffer. Float buffers go back to the [`pool`] when dropped.
 #[derive(Clone, Debug)]
@@ -115,37 +122,37 @@ impl CpuStorage {
 }
 
 /// Element types that have a `CpuStorage` variant: lets generic code wrap and unwrap buffers.
+/// Every [`WithDType`] is one (the trait is sealed to might's seven element types); the
+/// variant is found from `T::DTYPE` and the `Vec` moved, not copied, through `Any`.
 pub trait CpuDType: WithDType {
     fn wrap(v: Vec<Self>) -> CpuStorage;
     fn slice(s: &CpuStorage) -> Option<&[Self]>;
     fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]>;
 }
 
-macro_rules! cpu_dtype {
-    ($t:ty, $v:ident) => {
-        impl CpuDType for $t {
-            fn wrap(v: Vec<Self>) -> CpuStorage {
-                CpuStorage::$v(v)
-            }
-            fn slice(s: &CpuStorage) -> Option<&[Self]> {
-                match s {
-                    CpuStorage::$v(v) => Some(v),
-                    _ => None,
-                }
-            }
-            fn slice_mut(s: &mut CpuStorage) -> Option<&mut [Self]> {
-                match s {
-                    CpuStorage::$v(v) => Some(v),
-                    _ => None,
-                }
-            }
-        }
-    };
+/// Move `v` into the `Vec<U>` it is (`T` and `U` are one type, checked through `Any`).
+fn cast_vec<T: 'static, U: 'static>(v: Vec<T>) -> Vec<U> {
+    let b: Box<dyn Any> = Box::new(v);
+    *b.downcast::<Vec<U>>()
+        .unwrap_or_else(|_| unreachable!("WithDType is sealed: DTYPE names the Rust type"))
 }
-cpu_dtype!(f32, F32);
-cpu_dtype!(f64, F64);
-cpu_dtype!(f16, F16);
-cpu_dtype!(bf16, BF16);
-cpu_dtype!(i64, I64);
-cpu_dtype!(u8, U8);
-cpu_dtype!(bool, Bool);
+
+impl<T: WithDType> CpuDType for T {
+    fn wrap(v: Vec<T>) -> CpuStorage {
+        match T::DTYPE {
+            DType::F32 => CpuStorage::F32(cast_vec(v)),
+            DType::F64 => CpuStorage::F64(cast_vec(v)),
+            DType::F16 => CpuStorage::F16(cast_vec(v)),
+            DType::BF16 => CpuStorage::BF16(cast_vec(v)),
+            DType::I64 => CpuStorage::I64(cast_vec(v)),
+            DType::U8 => CpuStorage::U8(cast_vec(v)),
+            DType::Bool => CpuStorage::Bool(cast_vec(v)),
+        }
+    }
+    fn slice(s: &CpuStorage) -> Option<&[T]> {
+        with_cpu!(s, v => (v as &dyn Any).downcast_ref::<Vec<T>>().map(|v| v.as_slice()))
+    }
+    fn slice_mut(s: &mut CpuStorage) -> Option<&mut [T]> {
+        with_cpu!(s, v => (v as &mut dyn Any).downcast_mut::<Vec<T>>().map(|v| v.as_mut_slice()))
+    }
+}

@@ -5,18 +5,7 @@ use super::conv::ConvFloat;
 use super::threads;
 use std::sync::Mutex;
 
-/// Geometry of a 2-D pooling over `planes` independent `[H, W]` planes (N * C of them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolGeom {
-    pub planes: usize,
-    pub h: usize,
-    pub w: usize,
-    pub kernel: [usize; 2],
-    pub stride: [usize; 2],
-    pub padding: [usize; 2],
-    pub oh: usize,
-    pub ow: usize,
-}
+pub use crate::backend::geom::PoolGeom;
 
 impl PoolGeom {
     /// Window along one axis for output index `o`: `[start, end)` clipped to the input, plus

@@ -1,0 +1,49 @@
+//! Geometry of convolutions and pools: plain numbers every backend's kernels agree on.
+
+/// Everything about one conv2d call, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvGeom {
+    /// Batch size, input channels, input height and width.
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    /// Output channels and kernel height and width.
+    pub o: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+    /// Output height and width.
+    pub oh: usize,
+    pub ow: usize,
+}
+
+/// Geometry of a 2-D pooling over `planes` independent `[H, W]` planes (N * C of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolGeom {
+    pub planes: usize,
+    pub h: usize,
+    pub w: usize,
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    pub padding: [usize; 2],
+    pub oh: usize,
+    pub ow: usize,
+}
+
+/// Output length of a conv/pool along one axis; `None` when the (dilated) kernel does not fit
+/// in the padded input. `stride` must be > 0.
+pub fn out_len(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    dil: usize,
+) -> Option<usize> {
+    let span = dil * (kernel.max(1) - 1) + 1;
+    let padded = input + 2 * pad;
+    (padded >= span).then(|| (padded - span) / stride + 1)
+}
