@@ -2,8 +2,12 @@
 //!
 //! A small, fast tensor library for training and running neural networks, in Rust.
 //!
-//! Layers, one direction only: `nn` / `optim` / `io` / `data` → `autograd` → `ops` →
-//! `backend::cpu` → tensor core (`shape`, `layout`, `dtype`, `storage`, `device`, `error`).
+//! Layers, one direction only: `nn` / `optim` / `io` / `data` → `autograd` (the backward
+//! engine) → `ops` (checks, graph recording, one backend call per op) → tensor core (`shape`,
+//! `layout`, `dtype`, `storage`, `device`, `error`) → the backend interface
+//! ([`backend`]: traits and named ops) → the backends (`backend::cpu`). `Storage` and `Device`
+//! are the only core types that name a concrete backend: adding one touches them and its own
+//! folder under `backend/`.
 //!
 //! ```
 //! use might::{Tensor, DType};

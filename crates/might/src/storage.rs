@@ -361,6 +361,44 @@ impl Storage {
         one!(self, s => Ok(Storage::Cpu(s.adaptive_avg_pool2d_backward(l, planes, hw, out)?)))
     }
 
+    // ---- fused ops ----
+    pub(crate) fn layer_norm(
+        &self,
+        l: &Layout,
+        w: Option<(&Storage, &Layout)>,
+        b: Option<(&Storage, &Layout)>,
+        n: usize,
+        eps: f64,
+    ) -> Result<Option<[Storage; 3]>> {
+        one!(self, s => {
+            let w = w.map(|(w, l)| match w { Storage::Cpu(w) => (w, l) });
+            let b = b.map(|(b, l)| match b { Storage::Cpu(b) => (b, l) });
+            Ok(s.layer_norm(l, w, b, n, eps)?.map(|r| r.map(Storage::Cpu)))
+        })
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn layer_norm_backward(
+        &self,
+        gl: &Layout,
+        x: (&Storage, &Layout),
+        w: Option<(&Storage, &Layout)>,
+        mean: &Storage,
+        rstd: &Storage,
+        n: usize,
+    ) -> Result<[Storage; 3]> {
+        #[allow(unreachable_patterns)]
+        match (self, x.0, mean, rstd) {
+            (Storage::Cpu(g), Storage::Cpu(x0), Storage::Cpu(m), Storage::Cpu(r)) => {
+                let w = w.map(|(w, l)| match w {
+                    Storage::Cpu(w) => (w, l),
+                });
+                let out = g.layer_norm_backward(gl, (x0, x.1), w, m, r, n)?;
+                Ok(out.map(Storage::Cpu))
+            }
+            (g, x, _, _) => Err(devices_differ("layer_norm_backward", g.device(), x.device())),
+        }
+    }
+
     // ---- indexing ----
     pub(crate) fn index_select(
         &self,

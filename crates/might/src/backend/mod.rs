@@ -337,6 +337,37 @@ pub(crate) trait BackendStorage: Sized {
         out: [usize; 2],
     ) -> Result<Self>;
 
+    // ---- fused ops (optional: `None` means the op composes primitives instead) ----
+    /// LayerNorm over contiguous rows of `n`: `(y, mean, rstd)`, the statistics one per row
+    /// in the input's dtype; weight and bias are contiguous `n`-element buffers.
+    fn layer_norm(
+        &self,
+        _l: &Layout,
+        _w: Option<(&Self, &Layout)>,
+        _b: Option<(&Self, &Layout)>,
+        _n: usize,
+        _eps: f64,
+    ) -> Result<Option<[Self; 3]>> {
+        Ok(None)
+    }
+    /// The backward of [`layer_norm`](Self::layer_norm) from the output gradient `self`:
+    /// `(dx, dw, db)`. Provided by every backend that provides the forward.
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_backward(
+        &self,
+        _gl: &Layout,
+        _x: (&Self, &Layout),
+        _w: Option<(&Self, &Layout)>,
+        _mean: &Self,
+        _rstd: &Self,
+        _n: usize,
+    ) -> Result<[Self; 3]> {
+        Err(crate::Error::invalid(
+            "layer_norm_backward",
+            "this backend has no fused LayerNorm",
+        ))
+    }
+
     // ---- indexing (indices checked against their bound by the op, on the host) ----
     /// Slices along the middle dim of a contiguous `[outer, n, inner]` view picked by `ids`.
     fn index_select(&self, l: &Layout, ids: &[usize], dims: [usize; 3]) -> Result<Self>;

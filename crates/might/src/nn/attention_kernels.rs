@@ -24,7 +24,7 @@
 // Row kernels index several parallel slices with one index.
 #![allow(clippy::needless_range_loop)]
 
-use super::kernels::Real;
+use crate::backend::cpu::fused::Real;
 use crate::backend::cpu::prefetch::prefetch;
 use crate::backend::cpu::wsum::{transpose_padded, weighted_sums, Strides};
 use crate::backend::cpu::{simd, threads};

@@ -3,7 +3,7 @@
 // Row kernels index several parallel slices with one column index.
 #![allow(clippy::needless_range_loop)]
 
-use super::kernels::{map_blocks, rows_per_task, with_slice, Real};
+use crate::backend::cpu::fused::{map_blocks, rows_per_task, with_slice, Real};
 use crate::backend::cpu::rows::row_max;
 use crate::backend::cpu::softmax::exp_sum;
 use crate::backend::cpu::{pool, simd};

@@ -35,7 +35,7 @@ pub mod functional;
 pub mod generate;
 mod gpt;
 pub mod init;
-mod kernels;
+
 mod layers;
 mod loss;
 mod norm;

@@ -1,6 +1,6 @@
 //! Normalisation layers: LayerNorm (fused kernel), RMSNorm, BatchNorm1d/2d.
 
-use super::kernels::{layer_norm_bwd, layer_norm_fwd, with_slice, Real};
+use crate::backend::cpu::fused::{with_slice, Real};
 use super::layers::{as_param, param};
 use super::{init, Module};
 use crate::{no_grad, DType, Error, Result, Tensor};
@@ -35,53 +35,6 @@ fn check_normalized(op: &str, x: &Tensor, shape: &[usize], p: Option<&Tensor>) -
     Ok(())
 }
 
-fn ln_typed<T: Real>(
-    x: &Tensor,
-    w: Option<&Tensor>,
-    b: Option<&Tensor>,
-    n: usize,
-    eps: f64,
-) -> Result<Tensor> {
-    let xc = x.detach().contiguous()?;
-    let wv: Option<Vec<T>> = w.map(|w| w.to_vec::<T>()).transpose()?;
-    let bv: Option<Vec<T>> = b.map(|b| b.to_vec::<T>()).transpose()?;
-    let (y, mean, rstd) = with_slice::<T, _>(&xc, |xs| {
-        layer_norm_fwd(xs, wv.as_deref(), bv.as_deref(), n, eps)
-    })?;
-    let out = Tensor::from_vec(y, x.shape().clone())?;
-    let mut inputs = vec![x];
-    let (has_w, has_b) = (w.is_some(), b.is_some());
-    if let Some(w) = w {
-        inputs.push(w);
-    }
-    if let Some(b) = b {
-        inputs.push(b);
-    }
-    let (wshape, bshape, xshape) = (
-        w.map(|w| w.shape().clone()),
-        b.map(|b| b.shape().clone()),
-        x.shape().clone(),
-    );
-    Ok(out.record("NativeLayerNormBackward", &inputs, move || {
-        Box::new(move |g: &Tensor| {
-            // the gradient read in place when contiguous (a copy of it was ~5 % of the backward)
-            let (dx, dw, db) = with_slice::<T, _>(g, |gs| {
-                with_slice::<T, _>(&xc, |xs| {
-                    layer_norm_bwd(gs, xs, wv.as_deref(), &mean, &rstd, n)
-                })
-            })??;
-            let mut grads = vec![Some(Tensor::from_vec(dx, xshape.clone())?)];
-            if has_w {
-                grads.push(Some(Tensor::from_vec(dw, wshape.clone().unwrap())?));
-            }
-            if has_b {
-                grads.push(Some(Tensor::from_vec(db, bshape.clone().unwrap())?));
-            }
-            Ok(grads)
-        })
-    }))
-}
-
 /// Layer normalisation over the trailing `normalized_shape` dims:
 /// `(x - mean) / sqrt(var + eps) * weight + bias` (biased variance, like PyTorch).
 /// One fused pass per row forward and backward.
@@ -100,12 +53,14 @@ pub fn layer_norm(
         return Ok(x.clone());
     }
     match x.dtype() {
-        DType::F32 => ln_typed::<f32>(x, weight, bias, n, eps),
-        DType::F64 => ln_typed::<f64>(x, weight, bias, n, eps),
+        DType::F32 | DType::F64 => x.layer_norm_fused(weight, bias, n, eps),
         dt => {
+            // half precision normalises in f32, as PyTorch does
             let up = |t: &Tensor| t.to_dtype(DType::F32);
             let (w, b) = (weight.map(up).transpose()?, bias.map(up).transpose()?);
-            ln_typed::<f32>(&up(x)?, w.as_ref(), b.as_ref(), n, eps)?.to_dtype(dt)
+            up(x)?
+                .layer_norm_fused(w.as_ref(), b.as_ref(), n, eps)?
+                .to_dtype(dt)
         }
     }
 }
@@ -296,7 +251,7 @@ fn batch_norm_train_fused(
     (momentum, eps): (f64, f64),
     relu: bool,
 ) -> Result<Tensor> {
-    use super::kernels::{batch_norm_bwd, batch_norm_stats, channel_affine};
+    use crate::backend::cpu::fused::{batch_norm_bwd, batch_norm_stats, channel_affine};
     let c = x.dims()[1];
     let s = x.numel() / (x.dims()[0] * c).max(1);
     let count = x.numel() / c;

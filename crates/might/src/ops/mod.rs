@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod conv;
 pub mod convert;
+pub mod fused;
 pub mod index;
 pub mod matmul;
 pub mod reduce;

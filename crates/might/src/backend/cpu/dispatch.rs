@@ -7,7 +7,7 @@ use super::matmul::{matmul as gemm_matmul, matmul_bias as gemm_matmul_bias};
 use super::reduce::{reduce, ArgExt, Fold, Sum};
 use super::strided::RowPlan;
 use super::unary_ops::{self, float_zip, FloatExt};
-use super::{conv as k, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S};
+use super::{conv as k, fused, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S};
 use crate::backend::{
     BackendDevice, BackendStorage, BinaryOp, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
 };
@@ -658,6 +658,71 @@ impl BackendStorage for S {
             )),
             s => return Err(unsupported("adaptive_avg_pool2d_backward", s)),
         })
+    }
+
+    fn layer_norm(
+        &self,
+        l: &Layout,
+        w: Option<(&S, &Layout)>,
+        b: Option<(&S, &Layout)>,
+        n: usize,
+        eps: f64,
+    ) -> Result<Option<[S; 3]>> {
+        fn go<T: fused::Real>(
+            x: &[T],
+            w: Option<(&S, &Layout)>,
+            b: Option<(&S, &Layout)>,
+            n: usize,
+            eps: f64,
+        ) -> Option<[S; 3]> {
+            fn slice<'a, T: fused::Real>(p: Option<(&'a S, &Layout)>) -> Option<Option<&'a [T]>> {
+                match p {
+                    Some((s, l)) => Some(Some(dense(T::slice(s)?, l))),
+                    None => Some(None),
+                }
+            }
+            // a weight or bias of another dtype: the op's checks make this unreachable
+            let (w, b) = (slice::<T>(w)?, slice::<T>(b)?);
+            let (y, mean, rstd) = fused::layer_norm_fwd(x, w, b, n, eps);
+            Some([T::wrap(y), T::wrap(mean), T::wrap(rstd)])
+        }
+        Ok(match self {
+            S::F32(v) => go(dense(v, l), w, b, n, eps),
+            S::F64(v) => go(dense(v, l), w, b, n, eps),
+            _ => None,
+        })
+    }
+    fn layer_norm_backward(
+        &self,
+        gl: &Layout,
+        (x, xl): (&S, &Layout),
+        w: Option<(&S, &Layout)>,
+        mean: &S,
+        rstd: &S,
+        n: usize,
+    ) -> Result<[S; 3]> {
+        fn go<T: fused::Real>(
+            g: &[T],
+            (x, xl): (&S, &Layout),
+            w: Option<(&S, &Layout)>,
+            mean: &S,
+            rstd: &S,
+            n: usize,
+        ) -> Option<[S; 3]> {
+            let x = dense(T::slice(x)?, xl);
+            let w = match w {
+                Some((s, l)) => Some(dense(T::slice(s)?, l)),
+                None => None,
+            };
+            let (dx, dw, db) = fused::layer_norm_bwd(g, x, w, T::slice(mean)?, T::slice(rstd)?, n);
+            Some([T::wrap(dx), T::wrap(dw), T::wrap(db)])
+        }
+        let r = match self {
+            S::F32(v) => go(dense(v, gl), (x, xl), w, mean, rstd, n),
+            S::F64(v) => go(dense(v, gl), (x, xl), w, mean, rstd, n),
+            _ => None,
+        };
+        r.ok_or_else(|| mismatch("layer_norm_backward", self, x))
     }
 
     fn index_select(&self, l: &Layout, ids: &[usize], [outer, n, inner]: [usize; 3]) -> Result<S> {

@@ -6,6 +6,7 @@ pub mod conv;
 pub mod conv_direct;
 pub(crate) mod dispatch;
 pub mod elementwise;
+pub(crate) mod fused;
 pub mod im2col;
 pub mod index;
 pub mod matmul;

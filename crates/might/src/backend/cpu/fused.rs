@@ -1,11 +1,11 @@
-//! Fused CPU kernels of the nn layer: LayerNorm forward/backward (one pass per row) and the
-//! helpers the loss kernels share.
+//! Fused CPU kernels: LayerNorm and BatchNorm forward/backward (one pass per row or plane)
+//! and the row helpers the attention and loss kernels share.
 // Row kernels index several parallel slices with one column index.
 #![allow(clippy::needless_range_loop)]
 
-use crate::backend::cpu::conv_direct::relu_of;
-use crate::backend::cpu::rows::{row_sum, row_sum2};
-use crate::backend::cpu::{pool, simd, threads, CpuDType};
+use super::conv_direct::relu_of;
+use super::rows::{row_sum, row_sum2};
+use super::{pool, simd, threads, CpuDType};
 use crate::{Error, Result, Tensor};
 use num_traits::Float;
 
