@@ -7,7 +7,7 @@
 
 use crate::backend::cpu::{CpuDevice, CpuStorage};
 use crate::backend::{
-    BackendDevice, BackendStorage, BinaryOp, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
+    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
 };
 use crate::tensor::random::Generator;
 use crate::{DType, Device, Error, ErrorKind, Layout, Result, WithDType};
@@ -128,6 +128,21 @@ impl Storage {
     }
 
     // ---- copies ----
+    /// The elements `l` selects, contiguous, on `device` (through the host).
+    pub(crate) fn copy_to(&self, l: &Layout, device: Device) -> Result<Storage> {
+        fn go<T: WithDType>(s: &Storage, l: &Layout, device: Device) -> Result<Storage> {
+            Storage::from_vec(device, s.to_vec::<T>(l)?)
+        }
+        match self.dtype() {
+            DType::F32 => go::<f32>(self, l, device),
+            DType::F64 => go::<f64>(self, l, device),
+            DType::F16 => go::<half::f16>(self, l, device),
+            DType::BF16 => go::<half::bf16>(self, l, device),
+            DType::I64 => go::<i64>(self, l, device),
+            DType::U8 => go::<u8>(self, l, device),
+            DType::Bool => go::<bool>(self, l, device),
+        }
+    }
     pub(crate) fn copy_contiguous(&self, l: &Layout) -> Result<Storage> {
         one!(self, s => Ok(Storage::Cpu(s.copy_contiguous(l)?)))
     }
@@ -395,8 +410,49 @@ impl Storage {
                 let out = g.layer_norm_backward(gl, (x0, x.1), w, m, r, n)?;
                 Ok(out.map(Storage::Cpu))
             }
-            (g, x, _, _) => Err(devices_differ("layer_norm_backward", g.device(), x.device())),
+            (g, x, _, _) => Err(devices_differ(
+                "layer_norm_backward",
+                g.device(),
+                x.device(),
+            )),
         }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn cross_entropy(
+        &self,
+        l: &Layout,
+        c: usize,
+        target: CeTarget<'_>,
+        probs: Option<(&Storage, &Layout)>,
+        eps: f64,
+        cw: Option<&[f64]>,
+    ) -> Result<Option<(Vec<f64>, Storage)>> {
+        one!(self, s => {
+            let probs = probs.map(|(p, l)| match p { Storage::Cpu(p) => (p, l) });
+            Ok(s.cross_entropy(l, c, target, probs, eps, cw)?.map(|(v, lse)| (v, Storage::Cpu(lse))))
+        })
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn cross_entropy_backward(
+        &self,
+        l: &Layout,
+        lse: &Storage,
+        c: usize,
+        target: CeTarget<'_>,
+        probs: Option<(&Storage, &Layout)>,
+        eps: f64,
+        cw: Option<&[f64]>,
+        scale: &[f64],
+    ) -> Result<Storage> {
+        two!("cross_entropy_backward", self, lse, |x, lse| {
+            let probs = probs.map(|(p, l)| match p {
+                Storage::Cpu(p) => (p, l),
+            });
+            Ok(Storage::Cpu(x.cross_entropy_backward(
+                l, lse, c, target, probs, eps, cw, scale,
+            )?))
+        })
     }
 
     // ---- indexing ----

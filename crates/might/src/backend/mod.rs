@@ -163,6 +163,14 @@ pub enum ReduceOp {
 
 pub use geom::{ConvGeom, PoolGeom};
 
+/// The target of a fused cross-entropy: a class index per row (`None`: ignored), checked
+/// against the class count on the host, or probability rows passed beside it.
+#[derive(Clone, Copy, Debug)]
+pub enum CeTarget<'a> {
+    Index(&'a [Option<usize>]),
+    Prob,
+}
+
 /// How to make buffers on one kind of device.
 pub(crate) trait BackendDevice {
     type Storage: BackendStorage;
@@ -365,6 +373,41 @@ pub(crate) trait BackendStorage: Sized {
         Err(crate::Error::invalid(
             "layer_norm_backward",
             "this backend has no fused LayerNorm",
+        ))
+    }
+
+    /// Cross-entropy of contiguous logit rows of `c` against `target` (probability rows in
+    /// `probs`), label smoothing `eps` and class weights `cw`: the per-row losses (on the
+    /// host, f64) and the rows' log-sum-exps.
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy(
+        &self,
+        _l: &Layout,
+        _c: usize,
+        _target: CeTarget<'_>,
+        _probs: Option<(&Self, &Layout)>,
+        _eps: f64,
+        _cw: Option<&[f64]>,
+    ) -> Result<Option<(Vec<f64>, Self)>> {
+        Ok(None)
+    }
+    /// Its backward: `scale[row] · (softmax - smoothed target)` (`scale` one value for all
+    /// rows, or one per row). Provided by every backend that provides the forward.
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy_backward(
+        &self,
+        _l: &Layout,
+        _lse: &Self,
+        _c: usize,
+        _target: CeTarget<'_>,
+        _probs: Option<(&Self, &Layout)>,
+        _eps: f64,
+        _cw: Option<&[f64]>,
+        _scale: &[f64],
+    ) -> Result<Self> {
+        Err(crate::Error::invalid(
+            "cross_entropy_backward",
+            "this backend has no fused cross-entropy",
         ))
     }
 

@@ -1,9 +1,9 @@
 //! Scaled dot-product attention and multi-head attention (PyTorch names and mask conventions).
 
 use super::attention_kernels::{self, Dims, Pairs};
-use crate::backend::cpu::fused::{map_blocks, rows_per_task, with_slice, Real};
 use super::layers::{as_param, param};
 use super::{functional, init, prefixed, Linear, Module};
+use crate::backend::cpu::fused::{map_blocks, rows_per_task, with_slice, Real};
 use crate::backend::cpu::rows::{row_dot, row_max, row_sum};
 use crate::backend::cpu::{pool, simd};
 use crate::{DType, Error, Result, Tensor};

@@ -1,24 +1,10 @@
 //! Losses. `cross_entropy` is one fused kernel (log-softmax + NLL forward, `softmax - target`
 //! backward); the others are short compositions of differentiable ops.
-// Row kernels index several parallel slices with one column index.
-#![allow(clippy::needless_range_loop)]
 
-use crate::backend::cpu::fused::{map_blocks, rows_per_task, with_slice, Real};
-use crate::backend::cpu::rows::row_max;
-use crate::backend::cpu::softmax::exp_sum;
-use crate::backend::cpu::{pool, simd};
+use crate::ops::fused::CeRows;
 use crate::{DType, Error, Result, Tensor};
 
-/// How per-element losses are combined (PyTorch's `reduction=`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Reduction {
-    /// Average (over non-ignored targets for class-index losses).
-    #[default]
-    Mean,
-    Sum,
-    /// Keep one loss per element / sample.
-    None,
-}
+pub use crate::ops::fused::Reduction;
 
 fn reduce(l: Tensor, r: Reduction) -> Result<Tensor> {
     match r {
@@ -61,172 +47,6 @@ fn class_last(x: &Tensor) -> Result<Tensor> {
     let mut perm: Vec<isize> = (0..x.rank() as isize).filter(|&d| d != 1).collect();
     perm.push(1);
     x.detach().permute(&perm)?.contiguous()
-}
-
-/// Inverse of [`class_last`] for a `[rows, C]` buffer: back to the logits' shape.
-fn class_back(v: Tensor, shape: &[usize]) -> Result<Tensor> {
-    if shape.len() <= 2 {
-        return v.reshape(shape.to_vec());
-    }
-    let mut moved: Vec<usize> = shape.to_vec();
-    let c = moved.remove(1);
-    moved.push(c);
-    let r = shape.len() as isize;
-    let mut perm: Vec<isize> = vec![0, r - 1];
-    perm.extend(1..r - 1);
-    v.reshape(moved)?.permute(&perm)
-}
-
-enum Target {
-    /// Class index per row, `None` for ignored rows.
-    Index(Vec<Option<usize>>),
-    /// Probabilities, rows of C (class dim last).
-    Prob(Tensor),
-}
-
-/// Per-row `(loss, logsumexp)` of a fused log-softmax + NLL.
-fn ce_forward<T: Real>(
-    x: &[T],
-    c: usize,
-    target: &Target,
-    eps: f64,
-    cw: Option<&[f64]>,
-) -> Result<(Vec<f64>, Vec<T>)> {
-    let rows = x.len() / c;
-    let probs: Option<Vec<T>> = match target {
-        Target::Prob(p) => Some(p.to_vec::<T>()?),
-        Target::Index(_) => None,
-    };
-    let mut lse = vec![T::f(0.0); rows];
-    let rpt = rows_per_task(c, rows);
-    let losses = map_blocks(&mut lse, rpt, |bi, lb| {
-        simd::run(
-            #[inline(always)]
-            || ce_forward_block(x, c, target, eps, cw, &probs, rpt, bi, lb),
-        )
-    });
-    Ok((losses.into_iter().flatten().collect(), lse))
-}
-
-/// [`ce_forward`] of the rows `bi * rpt ..` whose log-sum-exps are `lb`.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn ce_forward_block<T: Real>(
-    x: &[T],
-    c: usize,
-    target: &Target,
-    eps: f64,
-    cw: Option<&[f64]>,
-    probs: &Option<Vec<T>>,
-    rpt: usize,
-    bi: usize,
-    lb: &mut [T],
-) -> Vec<f64> {
-    let mut out = Vec::with_capacity(lb.len());
-    for (r, l) in lb.iter_mut().enumerate() {
-        let row = bi * rpt + r;
-        let xr = &x[row * c..(row + 1) * c];
-        let m = row_max(xr);
-        let m = if m.is_finite() { m } else { T::f(0.0) };
-        let s = exp_sum(xr, m);
-        let lsev = m + s.ln();
-        *l = lsev;
-        let lse64 = lsev.d();
-        let loss = match (target, probs) {
-            (Target::Index(t), _) => match t[row] {
-                None => 0.0,
-                Some(k) => {
-                    let wk = cw.map_or(1.0, |w| w[k]);
-                    let mut loss = (1.0 - eps) * wk * (lse64 - xr[k].d());
-                    if eps > 0.0 {
-                        let sm: f64 = xr
-                            .iter()
-                            .enumerate()
-                            .map(|(j, v)| cw.map_or(1.0, |w| w[j]) * (lse64 - v.d()))
-                            .sum();
-                        loss += eps / c as f64 * sm;
-                    }
-                    loss
-                }
-            },
-            (Target::Prob(_), Some(p)) => {
-                let pr = &p[row * c..(row + 1) * c];
-                xr.iter()
-                    .zip(pr)
-                    .enumerate()
-                    .map(|(j, (&v, &q))| {
-                        let q = (1.0 - eps) * q.d() + eps / c as f64;
-                        cw.map_or(1.0, |w| w[j]) * q * (lse64 - v.d())
-                    })
-                    .sum::<f64>()
-            }
-            _ => unreachable!(),
-        };
-        out.push(loss);
-    }
-    out
-}
-
-/// Gradient rows `scale[row] * (softmax - smoothed target)`, written in one pass.
-fn ce_backward<T: Real>(
-    x: &[T],
-    lse: &[T],
-    c: usize,
-    target: &Target,
-    eps: f64,
-    cw: Option<&[f64]>,
-    scale: &(dyn Fn(usize) -> f64 + Sync),
-) -> Result<Vec<T>> {
-    let rows = x.len() / c;
-    let probs: Option<Vec<T>> = match target {
-        Target::Prob(p) => Some(p.to_vec::<T>()?),
-        Target::Index(_) => None,
-    };
-    // ignored rows stay zero
-    let mut dx = pool::zeroed::<T>(x.len());
-    let rpt = rows_per_task(c, rows);
-    let keep = T::f(1.0 - eps);
-    // class weights (ones when absent), and the smoothing mass each class receives
-    let wc: Vec<T> = (0..c).map(|j| T::f(cw.map_or(1.0, |w| w[j]))).collect();
-    let uni: Vec<T> = (0..c)
-        .map(|j| T::f(eps / c as f64 * cw.map_or(1.0, |w| w[j])))
-        .collect();
-    let usum: T = uni.iter().copied().sum();
-    map_blocks(&mut dx, rpt * c, |bi, db| {
-        simd::run(
-            #[inline(always)]
-            || {
-                for (r, dr) in db.chunks_mut(c).enumerate() {
-                    let row = bi * rpt + r;
-                    let xr = &x[row * c..(row + 1) * c];
-                    let s = T::f(scale(row));
-                    match (target, &probs) {
-                        (Target::Index(t), _) => {
-                            // d/dx_j = p_j·((1-ε)·w_k + Σ_c ε/C·w_c) - ε/C·w_j - [j = k]·(1-ε)·w_k
-                            let Some(k) = t[row] else { continue };
-                            let (a, l) = (keep * wc[k] + usum, lse[row]);
-                            for ((d, &v), &u) in dr.iter_mut().zip(xr).zip(&uni) {
-                                *d = s * ((v - l).exp_() * a - u);
-                            }
-                            dr[k] = dr[k] - s * keep * wc[k];
-                        }
-                        (Target::Prob(_), Some(p)) => {
-                            let pr = &p[row * c..(row + 1) * c];
-                            // weighted smoothed target w_j·q_j; d/dx_j = p_j·Σ_c w_c·q_c - w_j·q_j
-                            let wq = |j: usize| wc[j] * (keep * pr[j] + T::f(eps / c as f64));
-                            let total: T = (0..c).map(&wq).sum();
-                            let l = lse[row];
-                            for (j, (d, &v)) in dr.iter_mut().zip(xr).enumerate() {
-                                *d = s * ((v - l).exp_() * total - wq(j));
-                            }
-                        }
-                        _ => unreachable!(),
-                    }
-                }
-            },
-        )
-    });
-    Ok(dx)
 }
 
 /// Cross-entropy between logits `[N, C]` / `[N, C, d1, ..]` / `[C]` and either int64 class
@@ -275,7 +95,7 @@ pub fn cross_entropy(
         }
     }
     let x = class_last(logits)?;
-    let tgt = if target.dtype() == DType::I64 {
+    let (ids, probs) = if target.dtype() == DType::I64 {
         if target.dims() != row_shape.as_slice() {
             return Err(Error::shape(
                 OP,
@@ -303,7 +123,7 @@ pub fn cross_entropy(
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        Target::Index(ids)
+        (Some(ids), None)
     } else if target.dtype().is_float() {
         if target.dims() != logits.dims() {
             return Err(Error::shape(
@@ -315,7 +135,7 @@ pub fn cross_entropy(
                 ),
             ));
         }
-        Target::Prob(class_last(&target.to_dtype(logits.dtype())?)?)
+        (None, Some(class_last(&target.to_dtype(logits.dtype())?)?))
     } else {
         return Err(Error::dtype(
             OP,
@@ -326,8 +146,20 @@ pub fn cross_entropy(
         ));
     };
     match logits.dtype() {
-        DType::F32 => ce_typed::<f32>(logits, target, x, tgt, c, row_shape, opts),
-        DType::F64 => ce_typed::<f64>(logits, target, x, tgt, c, row_shape, opts),
+        DType::F32 | DType::F64 => {
+            let cw: Option<Vec<f64>> = opts.weight.as_ref().map(|w| w.to_f64_vec());
+            let rows = CeRows {
+                x,
+                ids,
+                probs,
+                c,
+                row_shape,
+                eps: opts.label_smoothing,
+                cw,
+                reduction: opts.reduction,
+            };
+            rows.loss(logits, target)
+        }
         dt => {
             let t = if target.dtype().is_float() {
                 target.to_dtype(DType::F32)?
@@ -337,82 +169,6 @@ pub fn cross_entropy(
             cross_entropy(&logits.to_dtype(DType::F32)?, &t, opts)?.to_dtype(dt)
         }
     }
-}
-
-fn ce_typed<T: Real>(
-    logits: &Tensor,
-    target: &Tensor,
-    x: Tensor,
-    tgt: Target,
-    c: usize,
-    row_shape: Vec<usize>,
-    opts: &CrossEntropyOptions,
-) -> Result<Tensor> {
-    let eps = opts.label_smoothing;
-    let cw: Option<Vec<f64>> = opts.weight.as_ref().map(|w| w.to_f64_vec());
-    let (losses, lse) = with_slice::<T, _>(&x, |xs| ce_forward(xs, c, &tgt, eps, cw.as_deref()))??;
-    // the `Mean` denominator: summed weights of the counted targets (their number unweighted)
-    let count: f64 = match &tgt {
-        Target::Index(t) => t
-            .iter()
-            .flatten()
-            .map(|&k| cw.as_ref().map_or(1.0, |w| w[k]))
-            .sum(),
-        Target::Prob(_) => losses.len() as f64,
-    };
-    let dt = logits.dtype();
-    let out = match opts.reduction {
-        Reduction::Mean => Tensor::full((), losses.iter().sum::<f64>() / count, dt)?,
-        Reduction::Sum => Tensor::full((), losses.iter().sum::<f64>(), dt)?,
-        Reduction::None => Tensor::from_vec(
-            losses.iter().map(|&v| T::f(v)).collect::<Vec<T>>(),
-            row_shape,
-        )?,
-    };
-    let reduction = opts.reduction;
-    let lshape = logits.dims().to_vec();
-    let target_grad = target.requires_grad() && matches!(tgt, Target::Prob(_));
-    Ok(
-        out.record("CrossEntropyBackward", &[logits, target], move || {
-            Box::new(move |g: &Tensor| {
-                let gv = g.to_f64_vec();
-                let scale: Box<dyn Fn(usize) -> f64 + Send + Sync> = match reduction {
-                    Reduction::Mean => {
-                        let s = gv[0] / count;
-                        Box::new(move |_| s)
-                    }
-                    Reduction::Sum => {
-                        let s = gv[0];
-                        Box::new(move |_| s)
-                    }
-                    Reduction::None => Box::new(move |r| gv[r]),
-                };
-                let dx = with_slice::<T, _>(&x, |xs| {
-                    ce_backward(xs, &lse, c, &tgt, eps, cw.as_deref(), &*scale)
-                })??;
-                let rows = lse.len();
-                let gx = class_back(Tensor::from_vec(dx, [rows, c])?, &lshape)?;
-                let gt = if target_grad {
-                    // d loss / d target = -(1 - ε)·w_c·log_softmax(x)·scale
-                    let xs = x.to_vec::<T>()?;
-                    let keep = 1.0 - eps;
-                    let v: Vec<T> = xs
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &xv)| {
-                            let (r, j) = (i / c, i % c);
-                            let wj = cw.as_ref().map_or(1.0, |w| w[j]);
-                            T::f(-keep * wj * scale(r) * (xv - lse[r]).d())
-                        })
-                        .collect();
-                    Some(class_back(Tensor::from_vec(v, [rows, c])?, &lshape)?)
-                } else {
-                    None
-                };
-                Ok(vec![Some(gx), gt])
-            })
-        }),
-    )
 }
 
 /// Negative log-likelihood of log-probabilities `[N, C, ..]` (or `[C]`) at int64 targets,

@@ -1,8 +1,8 @@
 //! Normalisation layers: LayerNorm (fused kernel), RMSNorm, BatchNorm1d/2d.
 
-use crate::backend::cpu::fused::{with_slice, Real};
 use super::layers::{as_param, param};
 use super::{init, Module};
+use crate::backend::cpu::fused::{with_slice, Real};
 use crate::{no_grad, DType, Error, Result, Tensor};
 
 #[track_caller]

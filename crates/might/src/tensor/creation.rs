@@ -16,12 +16,18 @@ fn checked(op: &str, shape: impl Into<Shape>) -> Result<Shape> {
 }
 
 impl Tensor {
-    /// A tensor filled with zeros.
+    /// A tensor filled with zeros (on the CPU; [`zeros_on`](Tensor::zeros_on) picks the device).
     #[track_caller]
     pub fn zeros(shape: impl Into<Shape>, dtype: DType) -> Result<Tensor> {
+        Tensor::zeros_on(shape, dtype, Device::Cpu)
+    }
+
+    /// A tensor filled with zeros on `device` (PyTorch's `torch.zeros(.., device=)`).
+    #[track_caller]
+    pub fn zeros_on(shape: impl Into<Shape>, dtype: DType, device: Device) -> Result<Tensor> {
         let shape = checked("zeros", shape)?;
         let n = shape.numel();
-        Tensor::from_result(Storage::zeros(Device::Cpu, dtype, n), shape)
+        Tensor::from_result(Storage::zeros(device, dtype, n), shape)
     }
 
     /// A tensor filled with ones.
@@ -30,29 +36,51 @@ impl Tensor {
         Tensor::full(shape, 1.0, dtype)
     }
 
+    /// A tensor filled with ones on `device`.
+    #[track_caller]
+    pub fn ones_on(shape: impl Into<Shape>, dtype: DType, device: Device) -> Result<Tensor> {
+        Tensor::full_on(shape, 1.0, dtype, device)
+    }
+
     /// A tensor filled with `value` (converted to `dtype`).
     #[track_caller]
     pub fn full(shape: impl Into<Shape>, value: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::full_on(shape, value, dtype, Device::Cpu)
+    }
+
+    /// A tensor filled with `value` on `device`.
+    #[track_caller]
+    pub fn full_on(
+        shape: impl Into<Shape>,
+        value: f64,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
         let shape = checked("full", shape)?;
         let n = shape.numel();
         let mut it = std::iter::repeat_n(value, n);
-        Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
+        Tensor::from_result(Storage::from_f64(device, dtype, &mut it), shape)
     }
 
+    /// Zeros of `t`'s shape, dtype and device.
     pub fn zeros_like(t: &Tensor) -> Result<Tensor> {
-        Tensor::zeros(t.shape(), t.dtype())
+        Tensor::zeros_on(t.shape(), t.dtype(), t.device())
     }
+    /// Ones of `t`'s shape, dtype and device.
     pub fn ones_like(t: &Tensor) -> Result<Tensor> {
-        Tensor::ones(t.shape(), t.dtype())
+        Tensor::ones_on(t.shape(), t.dtype(), t.device())
     }
+    /// `value` in `t`'s shape, dtype and device.
     pub fn full_like(t: &Tensor, value: f64) -> Result<Tensor> {
-        Tensor::full(t.shape(), value, t.dtype())
+        Tensor::full_on(t.shape(), value, t.dtype(), t.device())
     }
+    /// U[0, 1) samples in `t`'s shape, dtype and device.
     pub fn rand_like(t: &Tensor) -> Result<Tensor> {
-        Tensor::rand(t.shape(), t.dtype())
+        Tensor::uniform_on(t.shape(), 0.0, 1.0, t.dtype(), t.device())
     }
+    /// N(0, 1) samples in `t`'s shape, dtype and device.
     pub fn randn_like(t: &Tensor) -> Result<Tensor> {
-        Tensor::randn(t.shape(), t.dtype())
+        Tensor::normal_on(t.shape(), 0.0, 1.0, t.dtype(), t.device())
     }
 
     /// `start, start+step, ...` below `end` (like `torch.arange`).
@@ -106,9 +134,22 @@ impl Tensor {
     /// Uniform samples in [low, high).
     #[track_caller]
     pub fn uniform(shape: impl Into<Shape>, low: f64, high: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::uniform_on(shape, low, high, dtype, Device::Cpu)
+    }
+
+    /// Uniform samples in [low, high) on `device`, drawn from the global generator (the same
+    /// values on every device for one seed).
+    #[track_caller]
+    pub fn uniform_on(
+        shape: impl Into<Shape>,
+        low: f64,
+        high: f64,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
         let shape = checked("rand", shape)?;
         let n = shape.numel();
-        let data = with_global(|g| Storage::rand_uniform(Device::Cpu, dtype, n, low, high, g));
+        let data = with_global(|g| Storage::rand_uniform(device, dtype, n, low, high, g));
         Tensor::from_result(data, shape)
     }
 
@@ -121,9 +162,21 @@ impl Tensor {
     /// Normal samples with the given mean and standard deviation.
     #[track_caller]
     pub fn normal(shape: impl Into<Shape>, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
+        Tensor::normal_on(shape, mean, std, dtype, Device::Cpu)
+    }
+
+    /// Normal samples on `device`, drawn from the global generator.
+    #[track_caller]
+    pub fn normal_on(
+        shape: impl Into<Shape>,
+        mean: f64,
+        std: f64,
+        dtype: DType,
+        device: Device,
+    ) -> Result<Tensor> {
         let shape = checked("randn", shape)?;
         let n = shape.numel();
-        let data = with_global(|g| Storage::rand_normal(Device::Cpu, dtype, n, mean, std, g));
+        let data = with_global(|g| Storage::rand_normal(device, dtype, n, mean, std, g));
         Tensor::from_result(data, shape)
     }
 

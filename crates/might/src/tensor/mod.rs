@@ -236,11 +236,19 @@ impl Tensor {
         })
     }
 
-    /// Move to a device (only the CPU exists today: a no-op share).
+    /// The tensor on `device`: itself (shared) when already there, else a contiguous copy
+    /// made through the host. Differentiable: the gradient goes back to the source device.
+    #[track_caller]
     pub fn to_device(&self, device: Device) -> Result<Tensor> {
-        match device {
-            Device::Cpu => Ok(self.clone()),
+        let from = self.device();
+        if from == device {
+            return Ok(self.clone());
         }
+        let out = self.storage().copy_to(self.layout(), device);
+        let out = Tensor::from_result(out, self.shape())?;
+        Ok(out.record("ToCopyBackward", &[self], move || {
+            Box::new(move |g| Ok(vec![Some(g.to_device(from)?)]))
+        }))
     }
 
     #[track_caller]

@@ -7,9 +7,11 @@ use super::matmul::{matmul as gemm_matmul, matmul_bias as gemm_matmul_bias};
 use super::reduce::{reduce, ArgExt, Fold, Sum};
 use super::strided::RowPlan;
 use super::unary_ops::{self, float_zip, FloatExt};
-use super::{conv as k, fused, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S};
+use super::{
+    conv as k, fused, loss, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S,
+};
 use crate::backend::{
-    BackendDevice, BackendStorage, BinaryOp, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
+    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
 };
 use crate::tensor::random::Generator;
 use crate::{with_cpu, DType, Device, Error, Layout, Result, WithDType};
@@ -723,6 +725,74 @@ impl BackendStorage for S {
             _ => None,
         };
         r.ok_or_else(|| mismatch("layer_norm_backward", self, x))
+    }
+
+    fn cross_entropy(
+        &self,
+        l: &Layout,
+        c: usize,
+        target: CeTarget<'_>,
+        probs: Option<(&S, &Layout)>,
+        eps: f64,
+        cw: Option<&[f64]>,
+    ) -> Result<Option<(Vec<f64>, S)>> {
+        fn go<T: fused::Real>(
+            x: &[T],
+            c: usize,
+            target: CeTarget<'_>,
+            probs: Option<(&S, &Layout)>,
+            eps: f64,
+            cw: Option<&[f64]>,
+        ) -> Option<(Vec<f64>, S)> {
+            let probs = match probs {
+                Some((p, pl)) => Some(dense(T::slice(p)?, pl)),
+                None => None,
+            };
+            let (losses, lse) = loss::ce_forward(x, c, &target, probs, eps, cw);
+            Some((losses, T::wrap(lse)))
+        }
+        Ok(match self {
+            S::F32(v) => go(dense(v, l), c, target, probs, eps, cw),
+            S::F64(v) => go(dense(v, l), c, target, probs, eps, cw),
+            _ => None,
+        })
+    }
+    fn cross_entropy_backward(
+        &self,
+        l: &Layout,
+        lse: &S,
+        c: usize,
+        target: CeTarget<'_>,
+        probs: Option<(&S, &Layout)>,
+        eps: f64,
+        cw: Option<&[f64]>,
+        scale: &[f64],
+    ) -> Result<S> {
+        #[allow(clippy::too_many_arguments)]
+        fn go<T: fused::Real>(
+            x: &[T],
+            lse: &S,
+            c: usize,
+            target: CeTarget<'_>,
+            probs: Option<(&S, &Layout)>,
+            eps: f64,
+            cw: Option<&[f64]>,
+            scale: &[f64],
+        ) -> Option<S> {
+            let probs = match probs {
+                Some((p, pl)) => Some(dense(T::slice(p)?, pl)),
+                None => None,
+            };
+            let sc = |r: usize| if scale.len() == 1 { scale[0] } else { scale[r] };
+            let dx = loss::ce_backward(x, T::slice(lse)?, c, &target, probs, eps, cw, &sc);
+            Some(T::wrap(dx))
+        }
+        let r = match self {
+            S::F32(v) => go(dense(v, l), lse, c, target, probs, eps, cw, scale),
+            S::F64(v) => go(dense(v, l), lse, c, target, probs, eps, cw, scale),
+            _ => None,
+        };
+        r.ok_or_else(|| mismatch("cross_entropy_backward", self, lse))
     }
 
     fn index_select(&self, l: &Layout, ids: &[usize], [outer, n, inner]: [usize; 3]) -> Result<S> {

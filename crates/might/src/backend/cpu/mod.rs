@@ -9,6 +9,7 @@ pub mod elementwise;
 pub(crate) mod fused;
 pub mod im2col;
 pub mod index;
+pub(crate) mod loss;
 pub mod matmul;
 pub mod max_pool_simd;
 pub mod pool;
