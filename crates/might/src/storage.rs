@@ -7,7 +7,8 @@
 
 use crate::backend::cpu::{CpuDevice, CpuStorage};
 use crate::backend::{
-    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
+    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate, PoolGeom,
+    ReduceOp, UnaryOp,
 };
 use crate::tensor::random::Generator;
 use crate::{DType, Device, Error, ErrorKind, Layout, Result, WithDType};
@@ -113,9 +114,6 @@ impl Storage {
     /// The CPU buffer, for the CPU kernels of fused ops that have not moved behind the backend
     /// interface yet.
     pub(crate) fn cpu(&self) -> &CpuStorage {
-        one!(self, s => s)
-    }
-    pub(crate) fn cpu_mut(&mut self) -> &mut CpuStorage {
         one!(self, s => s)
     }
 
@@ -453,6 +451,29 @@ impl Storage {
                 l, lse, c, target, probs, eps, cw, scale,
             )?))
         })
+    }
+
+    pub(crate) fn optimizer_update(
+        &mut self,
+        l: &Layout,
+        grad: (&Storage, &Layout),
+        state: &mut [&mut Storage],
+        update: &OptimUpdate,
+    ) -> Result<bool> {
+        #[allow(unreachable_patterns)]
+        match (self, grad.0) {
+            (Storage::Cpu(p), Storage::Cpu(g)) => {
+                let mut bufs = Vec::with_capacity(state.len());
+                for b in state.iter_mut() {
+                    match &mut **b {
+                        Storage::Cpu(b) => bufs.push(b),
+                        b => return Err(devices_differ("optimizer step", Device::Cpu, b.device())),
+                    }
+                }
+                p.optimizer_update(l, (g, grad.1), &mut bufs, update)
+            }
+            (p, g) => Err(devices_differ("optimizer step", p.device(), g.device())),
+        }
     }
 
     // ---- indexing ----

@@ -171,6 +171,45 @@ pub enum CeTarget<'a> {
     Prob,
 }
 
+/// One optimizer step of one parameter, with its hyper-parameters (PyTorch's semantics; the
+/// state buffers, in this order, have the parameter's shape):
+/// - `Sgd`: `[momentum_buffer]` when `momentum > 0`, else none. `d = g + wd·p`;
+///   `buf = first ? d : μ·buf + (1 - dampening)·d`; `d = nesterov ? d + μ·buf : buf`;
+///   `p -= lr·d`.
+/// - `Adam`: `[exp_avg, exp_avg_sq (, max_exp_avg_sq with amsgrad)]`. `p *= decay` (AdamW's
+///   `1 - lr·wd`), `d = g + l2·p` (Adam's weight decay); `m = lerp(m, d, 1 - β1)`,
+///   `v = β2·v + (1 - β2)·d²`, `p -= lr / (1 - β1^step) · m / (sqrt(v) / sqrt(1 - β2^step) + eps)`.
+/// - `RmsProp`: `[square_avg (, momentum_buffer) (, grad_avg when centered)]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimUpdate {
+    Sgd {
+        lr: f64,
+        weight_decay: f64,
+        momentum: f64,
+        dampening: f64,
+        nesterov: bool,
+        /// the first step (the momentum buffer starts as the gradient)
+        first: bool,
+    },
+    Adam {
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        l2: f64,
+        decay: f64,
+        /// the step being taken, from 1
+        step: u64,
+    },
+    RmsProp {
+        lr: f64,
+        weight_decay: f64,
+        alpha: f64,
+        eps: f64,
+        momentum: f64,
+    },
+}
+
 /// How to make buffers on one kind of device.
 pub(crate) trait BackendDevice {
     type Storage: BackendStorage;
@@ -409,6 +448,18 @@ pub(crate) trait BackendStorage: Sized {
             "cross_entropy_backward",
             "this backend has no fused cross-entropy",
         ))
+    }
+
+    /// One optimizer step in place: the contiguous parameter `self`, its gradient (same
+    /// shape and dtype, contiguous) and the state buffers; `false` when not provided.
+    fn optimizer_update(
+        &mut self,
+        _l: &Layout,
+        _grad: (&Self, &Layout),
+        _state: &mut [&mut Self],
+        _update: &OptimUpdate,
+    ) -> Result<bool> {
+        Ok(false)
     }
 
     // ---- indexing (indices checked against their bound by the op, on the host) ----

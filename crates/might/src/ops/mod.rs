@@ -6,6 +6,7 @@ pub mod binary;
 pub mod conv;
 pub mod convert;
 pub mod fused;
+pub mod fused_optim;
 pub mod index;
 pub mod matmul;
 pub mod reduce;

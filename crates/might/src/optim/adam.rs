@@ -1,9 +1,9 @@
 //! Adam (L2 weight decay folded into the gradient) and AdamW (decoupled weight decay),
 //! `torch.optim.Adam` / `torch.optim.AdamW`.
 
-use super::kernel::{lerp, update_param, Kernel, Real};
+use super::kernel::update_param;
 use super::{check_hyper, Core, Optimizer, OptimizerState, ParamGroup};
-use crate::backend::cpu::simd;
+use crate::backend::OptimUpdate;
 use crate::{Result, Tensor};
 
 /// Options of [`Adam`] / [`AdamW`]. `Default` gives PyTorch's Adam defaults
@@ -37,77 +37,6 @@ impl AdamConfig {
             weight_decay: 1e-2,
             ..Default::default()
         }
-    }
-}
-
-struct AdamKernel {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    /// L2 term added to the gradient (Adam).
-    l2: f64,
-    /// Decoupled factor `1 - lr·wd` applied to the parameter first (AdamW), 1 otherwise.
-    decay: f64,
-    step: u64,
-}
-
-impl Kernel for AdamKernel {
-    fn run<T: Real>(&self, p: &mut [T], g: &[T], s: &mut [&mut [T]]) {
-        let step = self.step as f64;
-        let bc1 = 1.0 - self.beta1.powf(step);
-        let bc2 = 1.0 - self.beta2.powf(step);
-        let step_size = T::of(self.lr / bc1);
-        let bc2_sqrt = T::of(bc2.sqrt());
-        let (w1, b2, w2) = (
-            T::of(1.0 - self.beta1),
-            T::of(self.beta2),
-            T::of(1.0 - self.beta2),
-        );
-        let (eps, l2, decay) = (T::of(self.eps), T::of(self.l2), T::of(self.decay));
-        let (has_l2, has_decay) = (self.l2 != 0.0, self.decay != 1.0);
-        // In the widest SIMD build (sqrt and division are exact, so every build rounds
-        // alike), the per-parameter choices as selects: with a branch per element the loop
-        // stayed scalar. A small GPT's 0.8 M parameters at 2 threads: 650 -> 530 us (one
-        // thread is memory-bound either way, ~0.85 ms).
-        simd::run(
-            #[inline(always)]
-            || match s {
-                [m, v] => {
-                    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut())
-                    {
-                        let pd = *p * decay;
-                        *p = if has_decay { pd } else { *p };
-                        let gl = g + l2 * *p;
-                        let d = if has_l2 { gl } else { g };
-                        *m = lerp(*m, d, w1);
-                        *v = *v * b2 + w2 * d * d;
-                        let denom = v.sqrt() / bc2_sqrt + eps;
-                        *p = *p - step_size * *m / denom;
-                    }
-                }
-                [m, v, vmax] => {
-                    for ((((p, &g), m), v), vmax) in p
-                        .iter_mut()
-                        .zip(g)
-                        .zip(m.iter_mut())
-                        .zip(v.iter_mut())
-                        .zip(vmax.iter_mut())
-                    {
-                        let pd = *p * decay;
-                        *p = if has_decay { pd } else { *p };
-                        let gl = g + l2 * *p;
-                        let d = if has_l2 { gl } else { g };
-                        *m = lerp(*m, d, w1);
-                        *v = *v * b2 + w2 * d * d;
-                        *vmax = vmax.max(*v);
-                        let denom = vmax.sqrt() / bc2_sqrt + eps;
-                        *p = *p - step_size * *m / denom;
-                    }
-                }
-                _ => unreachable!("adam keeps two or three buffers"),
-            },
-        )
     }
 }
 
@@ -162,7 +91,7 @@ impl AdamImpl {
             } else {
                 (wd, 1.0)
             };
-            let k = AdamKernel {
+            let k = OptimUpdate::Adam {
                 lr,
                 beta1: self.cfg.betas.0,
                 beta2: self.cfg.betas.1,

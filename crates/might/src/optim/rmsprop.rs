@@ -1,8 +1,9 @@
 //! RMSprop (`torch.optim.RMSprop`): divide the gradient by a running RMS of its recent
 //! magnitudes; optionally centered (subtract the running mean first) and with momentum.
 
-use super::kernel::{lerp, update_param, Kernel, Real};
+use super::kernel::update_param;
 use super::{check_hyper, Core, Optimizer, OptimizerState, ParamGroup};
+use crate::backend::OptimUpdate;
 use crate::{Result, Tensor};
 
 /// Options of [`RmsProp`]; defaults are PyTorch's (`lr = 1e-2, alpha = 0.99, eps = 1e-8`).
@@ -35,79 +36,6 @@ impl Default for RmsPropConfig {
 pub struct RmsProp {
     core: Core,
     cfg: RmsPropConfig,
-}
-
-struct RmsKernel {
-    lr: f64,
-    wd: f64,
-    alpha: f64,
-    eps: f64,
-    momentum: f64,
-}
-
-impl RmsKernel {
-    #[inline(always)]
-    fn elem<T: Real>(&self, p: &mut T, g: T, sq: &mut T, ga: Option<&mut T>, buf: Option<&mut T>) {
-        let (lr, wd, a, eps) = (
-            T::of(self.lr),
-            T::of(self.wd),
-            T::of(self.alpha),
-            T::of(self.eps),
-        );
-        let w = T::of(1.0 - self.alpha);
-        let d = if self.wd != 0.0 { g + wd * *p } else { g };
-        *sq = *sq * a + w * d * d;
-        let avg = match ga {
-            Some(ga) => {
-                *ga = lerp(*ga, d, w);
-                (*sq - *ga * *ga).sqrt() + eps
-            }
-            None => sq.sqrt() + eps,
-        };
-        match buf {
-            Some(b) => {
-                *b = *b * T::of(self.momentum) + d / avg;
-                *p = *p - lr * *b;
-            }
-            None => *p = *p - lr * d / avg,
-        }
-    }
-}
-
-impl Kernel for RmsKernel {
-    fn run<T: Real>(&self, p: &mut [T], g: &[T], s: &mut [&mut [T]]) {
-        let has_mom = self.momentum > 0.0;
-        match (s, has_mom) {
-            ([sq], _) => {
-                for ((p, &g), sq) in p.iter_mut().zip(g).zip(sq.iter_mut()) {
-                    self.elem(p, g, sq, None, None);
-                }
-            }
-            ([sq, b], true) => {
-                for (((p, &g), sq), b) in p.iter_mut().zip(g).zip(sq.iter_mut()).zip(b.iter_mut()) {
-                    self.elem(p, g, sq, None, Some(b));
-                }
-            }
-            ([sq, ga], false) => {
-                for (((p, &g), sq), ga) in p.iter_mut().zip(g).zip(sq.iter_mut()).zip(ga.iter_mut())
-                {
-                    self.elem(p, g, sq, Some(ga), None);
-                }
-            }
-            ([sq, b, ga], _) => {
-                for ((((p, &g), sq), b), ga) in p
-                    .iter_mut()
-                    .zip(g)
-                    .zip(sq.iter_mut())
-                    .zip(b.iter_mut())
-                    .zip(ga.iter_mut())
-                {
-                    self.elem(p, g, sq, Some(ga), Some(b));
-                }
-            }
-            _ => unreachable!("rmsprop keeps one to three buffers"),
-        }
-    }
 }
 
 impl RmsProp {
@@ -158,9 +86,9 @@ impl Optimizer for RmsProp {
             let (lr, wd) = self.core.group_hyper(i, self.cfg.weight_decay);
             let slot = &mut self.core.slots[i];
             let Some(g) = slot.param.grad() else { continue };
-            let k = RmsKernel {
+            let k = OptimUpdate::RmsProp {
                 lr,
-                wd,
+                weight_decay: wd,
                 alpha: self.cfg.alpha,
                 eps: self.cfg.eps,
                 momentum: self.cfg.momentum,

@@ -1,9 +1,9 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay
 //! (`torch.optim.SGD`).
 
-use super::kernel::{update_param, Kernel, Real};
+use super::kernel::update_param;
 use super::{check_hyper, Core, Optimizer, OptimizerState, ParamGroup};
-use crate::backend::cpu::simd;
+use crate::backend::OptimUpdate;
 use crate::{Error, Result, Tensor};
 
 /// Options of [`Sgd`]; defaults are PyTorch's (`lr = 1e-3`, everything else off).
@@ -34,64 +34,6 @@ impl Default for SgdConfig {
 pub struct Sgd {
     core: Core,
     cfg: SgdConfig,
-}
-
-struct SgdKernel {
-    lr: f64,
-    wd: f64,
-    momentum: f64,
-    dampening: f64,
-    nesterov: bool,
-    first: bool,
-}
-
-impl Kernel for SgdKernel {
-    fn run<T: Real>(&self, p: &mut [T], g: &[T], s: &mut [&mut [T]]) {
-        let (lr, wd, mu) = (T::of(self.lr), T::of(self.wd), T::of(self.momentum));
-        let damp = T::of(1.0 - self.dampening);
-        let has_wd = self.wd != 0.0;
-        // The flags are tested outside the loops (one straight loop per case, which LLVM
-        // vectorises), and the loops run in the widest SIMD build this CPU has.
-        match s {
-            [] => simd::run(
-                #[inline(always)]
-                || {
-                    if has_wd {
-                        for (p, &g) in p.iter_mut().zip(g) {
-                            *p = *p - lr * (g + wd * *p);
-                        }
-                    } else {
-                        for (p, &g) in p.iter_mut().zip(g) {
-                            *p = *p - lr * g;
-                        }
-                    }
-                },
-            ),
-            [buf] => simd::run(
-                #[inline(always)]
-                || {
-                    let it = p.iter_mut().zip(g).zip(buf.iter_mut());
-                    match (has_wd, self.first, self.nesterov) {
-                        (false, false, false) => {
-                            for ((p, &g), b) in it {
-                                *b = *b * mu + damp * g;
-                                *p = *p - lr * *b;
-                            }
-                        }
-                        (wd_on, first, nesterov) => {
-                            for ((p, &g), b) in it {
-                                let d = if wd_on { g + wd * *p } else { g };
-                                *b = if first { d } else { *b * mu + damp * d };
-                                let d = if nesterov { d + mu * *b } else { *b };
-                                *p = *p - lr * d;
-                            }
-                        }
-                    }
-                },
-            ),
-            _ => unreachable!("sgd keeps at most one buffer"),
-        }
-    }
 }
 
 impl Sgd {
@@ -156,9 +98,9 @@ impl Optimizer for Sgd {
             let (lr, wd) = self.core.group_hyper(i, self.cfg.weight_decay);
             let slot = &mut self.core.slots[i];
             let Some(g) = slot.param.grad() else { continue };
-            let k = SgdKernel {
+            let k = OptimUpdate::Sgd {
                 lr,
-                wd,
+                weight_decay: wd,
                 momentum: self.cfg.momentum,
                 dampening: self.cfg.dampening,
                 nesterov: self.cfg.nesterov,

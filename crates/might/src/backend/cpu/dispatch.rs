@@ -8,10 +8,11 @@ use super::reduce::{reduce, ArgExt, Fold, Sum};
 use super::strided::RowPlan;
 use super::unary_ops::{self, float_zip, FloatExt};
 use super::{
-    conv as k, fused, loss, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S,
+    conv as k, fused, loss, optim, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S,
 };
 use crate::backend::{
-    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp,
+    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate, PoolGeom,
+    ReduceOp, UnaryOp,
 };
 use crate::tensor::random::Generator;
 use crate::{with_cpu, DType, Device, Error, Layout, Result, WithDType};
@@ -793,6 +794,39 @@ impl BackendStorage for S {
             _ => None,
         };
         r.ok_or_else(|| mismatch("cross_entropy_backward", self, lse))
+    }
+
+    fn optimizer_update(
+        &mut self,
+        l: &Layout,
+        (g, gl): (&S, &Layout),
+        state: &mut [&mut S],
+        update: &OptimUpdate,
+    ) -> Result<bool> {
+        fn go<T: optim::Real>(
+            p: &mut [T],
+            g: &[T],
+            state: &mut [&mut S],
+            update: &OptimUpdate,
+        ) -> bool {
+            let mut bufs = Vec::with_capacity(state.len());
+            for b in state.iter_mut() {
+                match T::slice_mut(b) {
+                    Some(b) if b.len() == p.len() => bufs.push(b),
+                    _ => return false,
+                }
+            }
+            optim::update(p, g, bufs, update);
+            true
+        }
+        let (Some((p0, p1)), Some((g0, g1))) = (l.contiguous_range(), gl.contiguous_range()) else {
+            return Ok(false);
+        };
+        Ok(match (self, g) {
+            (S::F32(p), S::F32(g)) => go(&mut p[p0..p1], &g[g0..g1], state, update),
+            (S::F64(p), S::F64(g)) => go(&mut p[p0..p1], &g[g0..g1], state, update),
+            _ => false,
+        })
     }
 
     fn index_select(&self, l: &Layout, ids: &[usize], [outer, n, inner]: [usize; 3]) -> Result<S> {

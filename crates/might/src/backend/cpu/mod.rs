@@ -12,6 +12,7 @@ pub mod index;
 pub(crate) mod loss;
 pub mod matmul;
 pub mod max_pool_simd;
+pub(crate) mod optim;
 pub mod pool;
 pub mod pooling;
 pub mod prefetch;
