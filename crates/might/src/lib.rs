@@ -19,7 +19,7 @@
 //! ```
 
 pub mod autograd;
-pub mod backend;
+pub(crate) mod backend;
 pub mod data;
 pub mod device;
 pub mod dtype;
@@ -31,7 +31,7 @@ pub mod ops;
 pub mod optim;
 pub mod precision;
 pub mod shape;
-pub mod storage;
+pub(crate) mod storage;
 pub mod tensor;
 
 pub use autograd::{no_grad, set_grad_enabled};
@@ -45,6 +45,12 @@ pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;
 pub use precision::{get_float32_matmul_precision, set_float32_matmul_precision, MatmulPrecision};
 pub use shape::{broadcast_shapes, strict_broadcast, Shape};
-pub use storage::Storage;
+pub(crate) use storage::Storage;
 pub use tensor::random::{manual_seed, Generator};
 pub use tensor::{Tensor, TensorId};
+
+/// Internals for might's own tests and benches (not part of the API; may change any time).
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::backend::cpu::bgemm;
+}

@@ -104,12 +104,6 @@ impl Storage {
     pub fn dtype(&self) -> DType {
         one!(self, s => BackendStorage::dtype(s))
     }
-    pub fn len(&self) -> usize {
-        one!(self, s => BackendStorage::len(s))
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 
     /// The CPU buffer, for the CPU kernels of fused ops that have not moved behind the backend
     /// interface yet.
@@ -474,6 +468,63 @@ impl Storage {
             }
             (p, g) => Err(devices_differ("optimizer step", p.device(), g.device())),
         }
+    }
+
+    pub(crate) fn batch_norm_stats(
+        &self,
+        l: &Layout,
+        c: usize,
+        s: usize,
+    ) -> Result<Option<[Vec<f64>; 2]>> {
+        one!(self, st => st.batch_norm_stats(l, c, s))
+    }
+    pub(crate) fn channel_affine(
+        &self,
+        l: &Layout,
+        scale: &Storage,
+        shift: &Storage,
+        s: usize,
+        relu: bool,
+    ) -> Result<Option<Storage>> {
+        #[allow(unreachable_patterns)]
+        match (self, scale, shift) {
+            (Storage::Cpu(x), Storage::Cpu(a), Storage::Cpu(b)) => {
+                Ok(x.channel_affine(l, a, b, s, relu)?.map(Storage::Cpu))
+            }
+            (x, a, _) => Err(devices_differ("batch_norm", x.device(), a.device())),
+        }
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn batch_norm_backward(
+        &self,
+        gl: &Layout,
+        x: (&Storage, &Layout),
+        w: Option<&Storage>,
+        stats: (&[f64], &[f64]),
+        s: usize,
+        gate: Option<(&Storage, &Storage)>,
+    ) -> Result<[Storage; 3]> {
+        #[allow(unreachable_patterns)]
+        match (self, x.0) {
+            (Storage::Cpu(g), Storage::Cpu(x0)) => {
+                let w = w.map(|w| match w {
+                    Storage::Cpu(w) => w,
+                });
+                let gate = gate.map(|(a, b)| match (a, b) {
+                    (Storage::Cpu(a), Storage::Cpu(b)) => (a, b),
+                });
+                let r = g.batch_norm_backward(gl, (x0, x.1), w, stats, s, gate)?;
+                Ok(r.map(Storage::Cpu))
+            }
+            (g, x) => Err(devices_differ(
+                "batch_norm_backward",
+                g.device(),
+                x.device(),
+            )),
+        }
+    }
+    pub(crate) fn norm_part(&self, l: &Layout, p: f64) -> Result<Option<f64>> {
+        one!(self, s => s.norm_part(l, p))
     }
 
     // ---- indexing ----

@@ -2,7 +2,7 @@
 //! of f32 products to bfloat16 and sums in f32 where the CPU has AVX512-BF16 (and is exactly
 //! the default elsewhere). A process-wide setting, so each test takes the lock and restores it.
 
-use might::backend::cpu::bgemm::{available, round_bf16};
+use might::internals::bgemm::{available, round_bf16};
 use might::nn::{Linear, Module};
 use might::{DType, MatmulPrecision, Result, Tensor};
 use std::sync::{Mutex, MutexGuard};

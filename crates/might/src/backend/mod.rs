@@ -210,6 +210,26 @@ pub enum OptimUpdate {
     },
 }
 
+/// `Σ|x|^p` of `values` (max `|x|` when `p` is infinite, NaN winning), in f64: the
+/// reference every backend's [`BackendStorage::norm_part`] agrees with.
+pub fn norm_part_of(it: &mut dyn Iterator<Item = f64>, p: f64) -> f64 {
+    if p.is_infinite() {
+        it.fold(0.0, |m, x| {
+            if x.abs() > m || x.is_nan() {
+                x.abs()
+            } else {
+                m
+            }
+        })
+    } else if p == 2.0 {
+        it.map(|x| x * x).sum()
+    } else if p == 1.0 {
+        it.map(f64::abs).sum()
+    } else {
+        it.map(|x| x.abs().powf(p)).sum()
+    }
+}
+
 /// How to make buffers on one kind of device.
 pub(crate) trait BackendDevice {
     type Storage: BackendStorage;
@@ -247,7 +267,6 @@ pub(crate) trait BackendDevice {
 pub(crate) trait BackendStorage: Sized {
     fn dtype(&self) -> DType;
     fn device(&self) -> Device;
-    fn len(&self) -> usize;
 
     // ---- reading back to the host ----
     /// The elements `layout` selects, in logical order; `T` matches the dtype (checked by
@@ -450,6 +469,42 @@ pub(crate) trait BackendStorage: Sized {
         ))
     }
 
+    /// Training BatchNorm statistics of a contiguous `[N, C, S]` buffer: per-channel mean
+    /// and biased variance, accumulated in f64 and read back; `None` when not provided.
+    fn batch_norm_stats(&self, _l: &Layout, _c: usize, _s: usize) -> Result<Option<[Vec<f64>; 2]>> {
+        Ok(None)
+    }
+    /// `y = x·scale[ch] + shift[ch]` over `[N, C, S]` planes, through a ReLU when `relu`
+    /// (the BatchNorm forward once the statistics are folded into `scale` and `shift`).
+    fn channel_affine(
+        &self,
+        _l: &Layout,
+        _scale: &Self,
+        _shift: &Self,
+        _s: usize,
+        _relu: bool,
+    ) -> Result<Option<Self>> {
+        Ok(None)
+    }
+    /// The training BatchNorm backward from the output gradient `self` (contiguous, like
+    /// `x`): `(dx, dw, db)`. `gate`: the forward's `(scale, shift)` when it went through a
+    /// ReLU, whose gate is recomputed from them. Provided with the two above.
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm_backward(
+        &self,
+        _gl: &Layout,
+        _x: (&Self, &Layout),
+        _w: Option<&Self>,
+        _stats: (&[f64], &[f64]),
+        _s: usize,
+        _gate: Option<(&Self, &Self)>,
+    ) -> Result<[Self; 3]> {
+        Err(crate::Error::invalid(
+            "batch_norm_backward",
+            "this backend has no fused BatchNorm",
+        ))
+    }
+
     /// One optimizer step in place: the contiguous parameter `self`, its gradient (same
     /// shape and dtype, contiguous) and the state buffers; `false` when not provided.
     fn optimizer_update(
@@ -460,6 +515,12 @@ pub(crate) trait BackendStorage: Sized {
         _update: &OptimUpdate,
     ) -> Result<bool> {
         Ok(false)
+    }
+
+    /// `Σ|x|^p` of the elements (max `|x|` for infinite `p`) accumulated in f64 and read back
+    /// ([`norm_part_of`] defines it); `None` when not provided for this buffer.
+    fn norm_part(&self, _l: &Layout, _p: f64) -> Result<Option<f64>> {
+        Ok(None)
     }
 
     // ---- indexing (indices checked against their bound by the op, on the host) ----

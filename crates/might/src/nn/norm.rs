@@ -2,7 +2,6 @@
 
 use super::layers::{as_param, param};
 use super::{init, Module};
-use crate::backend::cpu::fused::{with_slice, Real};
 use crate::{no_grad, DType, Error, Result, Tensor};
 
 #[track_caller]
@@ -156,7 +155,9 @@ fn batch_norm_act(
         && x.numel() / c.max(1) > 1
     {
         let stats = (running_mean, running_var);
-        return batch_norm_train_fused(x, stats, (weight, bias), (momentum, eps), relu);
+        if let Some(y) = x.batch_norm_train_fused(stats, (weight, bias), (momentum, eps), relu)? {
+            return Ok(y);
+        }
     }
     let y = batch_norm_unfused(
         x,
@@ -238,109 +239,6 @@ fn batch_norm_unfused(
         Some(b) => y.add(&chan(b)?),
         None => Ok(y),
     }
-}
-
-/// Training-mode [`batch_norm`] in two fused passes (statistics, then `x·scale + shift`) and a
-/// closed-form backward, instead of the dozen elementwise ops and their backward the generic
-/// path records: BatchNorm is memory-bound, and in a small CNN it otherwise costs as much as
-/// the convolutions.
-fn batch_norm_train_fused(
-    x: &Tensor,
-    (running_mean, running_var): (Option<&Tensor>, Option<&Tensor>),
-    (weight, bias): (Option<&Tensor>, Option<&Tensor>),
-    (momentum, eps): (f64, f64),
-    relu: bool,
-) -> Result<Tensor> {
-    use crate::backend::cpu::fused::{batch_norm_bwd, batch_norm_stats, channel_affine};
-    let c = x.dims()[1];
-    let s = x.numel() / (x.dims()[0] * c).max(1);
-    let count = x.numel() / c;
-    fn vals<T: Real>(t: Option<&Tensor>, c: usize, default: f64) -> Result<Vec<T>> {
-        match t {
-            Some(t) => with_slice(t, |v: &[T]| v.to_vec()),
-            None => Ok(vec![T::f(default); c]),
-        }
-    }
-    macro_rules! run {
-        ($t:ty) => {{
-            let (mean, var) = with_slice(x, |v: &[$t]| batch_norm_stats(v, c, s))?;
-            let rstd: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
-            let (w, b) = (vals::<$t>(weight, c, 1.0)?, vals::<$t>(bias, c, 0.0)?);
-            let scale: Vec<$t> = (0..c).map(|i| <$t>::f(w[i].d() * rstd[i])).collect();
-            let shift: Vec<$t> = (0..c)
-                .map(|i| <$t>::f(b[i].d() - mean[i] * w[i].d() * rstd[i]))
-                .collect();
-            let y = with_slice(x, |v: &[$t]| channel_affine(v, &scale, &shift, s, relu))?;
-            // the ReLU's gate in the backward recomputes `x·scale + shift` from these
-            let affine = (Tensor::from_vec(scale, [c])?, Tensor::from_vec(shift, [c])?);
-            (Tensor::from_vec(y, x.dims())?, mean, var, rstd, affine)
-        }};
-    }
-    let (y, mean, var, rstd, affine) = match x.dtype() {
-        DType::F32 => run!(f32),
-        _ => run!(f64),
-    };
-    {
-        let _g = no_grad();
-        let unbias = count as f64 / (count as f64 - 1.0);
-        if let Some(rm) = running_mean {
-            let m = Tensor::from_vec(mean.clone(), [c])?.to_dtype(rm.dtype())?;
-            rm.affine_(1.0 - momentum, 0.0)?.add_scaled_(&m, momentum)?;
-        }
-        if let Some(rv) = running_var {
-            let v = Tensor::from_vec(var, [c])?.to_dtype(rv.dtype())?;
-            rv.affine_(1.0 - momentum, 0.0)?
-                .add_scaled_(&v, momentum * unbias)?;
-        }
-    }
-    let mut inputs = vec![x];
-    inputs.extend(weight);
-    inputs.extend(bias);
-    let (xs, ws) = (x.detach(), weight.map(Tensor::detach));
-    let (has_w, has_b) = (weight.is_some(), bias.is_some());
-    let dims = x.dims().to_vec();
-    let name = if relu {
-        "NativeBatchNormReluBackward"
-    } else {
-        "NativeBatchNormBackward"
-    };
-    Ok(y.record(name, &inputs, move || {
-        Box::new(move |g: &Tensor| {
-            macro_rules! back {
-                ($t:ty) => {{
-                    let w = match &ws {
-                        Some(w) => Some(with_slice(w, |v: &[$t]| v.to_vec())?),
-                        None => None,
-                    };
-                    let sc = with_slice(&affine.0, |v: &[$t]| v.to_vec())?;
-                    let sh = with_slice(&affine.1, |v: &[$t]| v.to_vec())?;
-                    let gate = relu.then_some((&sc[..], &sh[..]));
-                    let (dx, dw, db) = with_slice(g, |gv: &[$t]| {
-                        with_slice(&xs, |xv: &[$t]| {
-                            batch_norm_bwd(gv, xv, w.as_deref(), (&mean, &rstd), s, gate)
-                        })
-                    })??;
-                    (
-                        Tensor::from_vec(dx, dims.clone())?,
-                        Tensor::from_vec(dw, [c])?,
-                        Tensor::from_vec(db, [c])?,
-                    )
-                }};
-            }
-            let (dx, dw, db) = match xs.dtype() {
-                DType::F32 => back!(f32),
-                _ => back!(f64),
-            };
-            let mut grads = vec![Some(dx)];
-            if has_w {
-                grads.push(Some(dw));
-            }
-            if has_b {
-                grads.push(Some(db));
-            }
-            Ok(grads)
-        })
-    }))
 }
 
 /// Layer normalisation module (`torch.nn.LayerNorm`): parameters `weight` (ones) and `bias`

@@ -5,7 +5,6 @@
 //! the two operands of an `add`) is replaced by a scaled copy instead, so clipping never
 //! scales one buffer twice.
 
-use crate::backend::cpu::{simd, threads, CpuStorage};
 use crate::{DType, Error, Result, Tensor};
 use std::sync::Arc;
 
@@ -16,70 +15,13 @@ fn exclusively_owned(g: &Tensor) -> bool {
     Arc::strong_count(&g.0) == 2 && Arc::strong_count(&g.0.storage) == 1 && g.is_contiguous()
 }
 
-/// Sum of |x|^p (or max |x| when `p` is infinite) of a gradient, in f64.
+/// Sum of |x|^p (or max |x| when `p` is infinite) of a gradient, in f64: the backend's
+/// one-pass reduction where it has one, else through the host.
 fn grad_norm_part(g: &Tensor, p: f64) -> f64 {
-    let acc = |it: &mut dyn Iterator<Item = f64>| -> f64 {
-        if p.is_infinite() {
-            it.fold(0.0, |m, x| {
-                if x.abs() > m || x.is_nan() {
-                    x.abs()
-                } else {
-                    m
-                }
-            })
-        } else if p == 2.0 {
-            it.map(|x| x * x).sum()
-        } else if p == 1.0 {
-            it.map(f64::abs).sum()
-        } else {
-            it.map(|x| x.abs().powf(p)).sum()
-        }
-    };
-    if let Some((s, e)) = g.layout().contiguous_range() {
-        let st = g.storage();
-        match st.cpu() {
-            CpuStorage::F32(v) if p == 2.0 => return sum_squares(&v[s..e]),
-            CpuStorage::F64(v) if p == 2.0 => return sum_squares(&v[s..e]),
-            CpuStorage::F32(v) => return acc(&mut v[s..e].iter().map(|&x| x as f64)),
-            CpuStorage::F64(v) => return acc(&mut v[s..e].iter().copied()),
-            _ => {}
-        }
+    if let Ok(Some(v)) = g.storage().norm_part(g.layout(), p) {
+        return v;
     }
-    acc(&mut g.to_f64_vec().into_iter())
-}
-
-/// `Σ x²` in f64: 16 interleaved partial sums in the widest SIMD build, blocks on the kernel
-/// threads. (One running f64 sum is a chain of dependent adds: clipping a small GPT's 0.8 M
-/// gradients took ~0.6 ms of its training step.)
-fn sum_squares<T: Copy + Into<f64> + Sync>(v: &[T]) -> f64 {
-    const LANES: usize = 16;
-    let part = |c: &[T]| -> f64 {
-        simd::run(
-            #[inline(always)]
-            || {
-                let mut acc = [0.0f64; LANES];
-                let mut it = c.chunks_exact(LANES);
-                for ch in &mut it {
-                    for (a, &x) in acc.iter_mut().zip(ch) {
-                        let x: f64 = x.into();
-                        *a += x * x;
-                    }
-                }
-                let tail: f64 = it.remainder().iter().map(|&x| x.into() * x.into()).sum();
-                acc.iter().sum::<f64>() + tail
-            },
-        )
-    };
-    if threads::parallel(v.len()) {
-        let chunk = v.len().div_ceil(threads::get_num_threads() * 4);
-        threads::map(v.len().div_ceil(chunk), |i| {
-            part(&v[i * chunk..((i + 1) * chunk).min(v.len())])
-        })
-        .into_iter()
-        .sum()
-    } else {
-        part(v)
-    }
+    crate::backend::norm_part_of(&mut g.to_f64_vec().into_iter(), p)
 }
 
 /// Multiply every gradient by `c` (in place where safe).

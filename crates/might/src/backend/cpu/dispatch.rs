@@ -153,9 +153,6 @@ impl BackendStorage for S {
     fn device(&self) -> Device {
         Device::Cpu
     }
-    fn len(&self) -> usize {
-        S::len(self)
-    }
 
     fn to_vec<T: WithDType>(&self, layout: &Layout) -> Result<Vec<T>> {
         let data = T::slice(self).ok_or_else(|| {
@@ -827,6 +824,77 @@ impl BackendStorage for S {
             (S::F64(p), S::F64(g)) => go(&mut p[p0..p1], &g[g0..g1], state, update),
             _ => false,
         })
+    }
+
+    fn batch_norm_stats(&self, l: &Layout, c: usize, s: usize) -> Result<Option<[Vec<f64>; 2]>> {
+        Ok(match self {
+            S::F32(v) => {
+                let (m, var) = fused::batch_norm_stats(dense(v, l), c, s);
+                Some([m, var])
+            }
+            S::F64(v) => {
+                let (m, var) = fused::batch_norm_stats(dense(v, l), c, s);
+                Some([m, var])
+            }
+            _ => None,
+        })
+    }
+    fn channel_affine(
+        &self,
+        l: &Layout,
+        scale: &S,
+        shift: &S,
+        s: usize,
+        relu: bool,
+    ) -> Result<Option<S>> {
+        Ok(match (self, scale, shift) {
+            (S::F32(x), S::F32(a), S::F32(b)) => {
+                Some(S::F32(fused::channel_affine(dense(x, l), a, b, s, relu)))
+            }
+            (S::F64(x), S::F64(a), S::F64(b)) => {
+                Some(S::F64(fused::channel_affine(dense(x, l), a, b, s, relu)))
+            }
+            _ => None,
+        })
+    }
+    fn batch_norm_backward(
+        &self,
+        gl: &Layout,
+        (x, xl): (&S, &Layout),
+        w: Option<&S>,
+        stats: (&[f64], &[f64]),
+        s: usize,
+        gate: Option<(&S, &S)>,
+    ) -> Result<[S; 3]> {
+        fn go<T: fused::Real>(
+            g: &[T],
+            (x, xl): (&S, &Layout),
+            w: Option<&S>,
+            stats: (&[f64], &[f64]),
+            s: usize,
+            gate: Option<(&S, &S)>,
+        ) -> Option<[S; 3]> {
+            let x = dense(T::slice(x)?, xl);
+            let w = match w {
+                Some(w) => Some(T::slice(w)?),
+                None => None,
+            };
+            let gate = match gate {
+                Some((a, b)) => Some((T::slice(a)?, T::slice(b)?)),
+                None => None,
+            };
+            let (dx, dw, db) = fused::batch_norm_bwd(g, x, w, stats, s, gate);
+            Some([T::wrap(dx), T::wrap(dw), T::wrap(db)])
+        }
+        let r = match self {
+            S::F32(v) => go(dense(v, gl), (x, xl), w, stats, s, gate),
+            S::F64(v) => go(dense(v, gl), (x, xl), w, stats, s, gate),
+            _ => None,
+        };
+        r.ok_or_else(|| mismatch("batch_norm_backward", self, x))
+    }
+    fn norm_part(&self, l: &Layout, p: f64) -> Result<Option<f64>> {
+        Ok(super::norm::norm_part(self, l, p))
     }
 
     fn index_select(&self, l: &Layout, ids: &[usize], [outer, n, inner]: [usize; 3]) -> Result<S> {

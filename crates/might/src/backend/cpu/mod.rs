@@ -12,6 +12,7 @@ pub mod index;
 pub(crate) mod loss;
 pub mod matmul;
 pub mod max_pool_simd;
+pub(crate) mod norm;
 pub(crate) mod optim;
 pub mod pool;
 pub mod pooling;
@@ -89,9 +90,6 @@ impl CpuStorage {
     }
     pub fn len(&self) -> usize {
         with_cpu!(self, v => v.len())
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// A zero-filled buffer.

@@ -39,6 +39,7 @@ mod imp {
     }
 
     /// Whether the CPU has AVX2 and FMA.
+    #[cfg(test)]
     #[inline]
     pub fn has_avx2() -> bool {
         level() >= 1
@@ -76,6 +77,7 @@ mod imp {
     }
 
     /// No x86 SIMD dispatch on this architecture.
+    #[cfg(test)]
     #[inline]
     pub fn has_avx2() -> bool {
         false
@@ -87,7 +89,8 @@ mod imp {
     }
 }
 
-/// Whether [`run`] takes the AVX2+FMA path on this CPU.
+/// Whether [`run`] takes the AVX2+FMA path on this CPU (printed by the kernel tests).
+#[cfg(test)]
 pub use imp::has_avx2;
 
 /// The widest build [`run`] takes here: 2 AVX-512F (with AVX2+FMA), 1 AVX2+FMA, 0 baseline.

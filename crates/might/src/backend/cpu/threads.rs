@@ -39,10 +39,13 @@ pub fn set_num_threads(n: usize) {
     THREADS.store(n.max(1), Relaxed);
 }
 
+// only the image decoder (feature `image`) runs coarse tasks on rayon
+#[cfg_attr(not(feature = "image"), allow(dead_code))]
 static RAYON: RwLock<Option<Arc<rayon::ThreadPool>>> = RwLock::new(None);
 
 /// Run `f` on a rayon pool of [`get_num_threads`] threads (all rayon calls inside use it), for
 /// coarse tasks that may block or take milliseconds each.
+#[cfg_attr(not(feature = "image"), allow(dead_code))]
 pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     // also at one thread: outside a pool, `par_iter` would use rayon's global all-core pool
     let n = get_num_threads();
