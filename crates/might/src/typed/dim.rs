@@ -1,0 +1,423 @@
+//! Dimensions: the [`Dyn`] marker for a size known only at run time, the run-time check at
+//! the boundary with dynamic tensors, and the `const fn` checks behind the compile-time
+//! asserts of conv, pooling, reshape and flatten.
+//!
+//! Why `const fn`s that build their own message: stable Rust cannot format numbers in a
+//! const panic (`const_format_args` is unstable), but it can panic with a `&str` built in
+//! a byte buffer. So a wrong output size reads "Conv2d: output height OH = 27, but
+//! (H + 2·P - K) / S + 1 = (28 + 2·1 - 3) / 1 + 1 = 28" instead of a bare "assertion
+//! failed".
+
+use crate::{DType, Error, Result, Tensor};
+
+/// A dimension whose size is only known at run time (typically the batch): `Tensor2<Dyn, 784>`.
+///
+/// It is a sentinel value (`usize::MAX`, which no real dimension can have), so it fits
+/// where a `const N: usize` goes; rustc prints it as `usize::MAX` in its messages. The size
+/// is checked once, when a dynamic [`Tensor`] enters the typed world
+/// ([`Typed::from_dyn`](super::Typed::from_dyn)), and read back with `dims()`.
+#[allow(non_upper_case_globals)]
+pub const Dyn: usize = usize::MAX;
+
+/// `[Dyn, 784]`-style text for a typed shape (for run-time error messages).
+pub(crate) fn fmt_dims(dims: &[usize]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|&d| {
+            if d == Dyn {
+                "Dyn".to_string()
+            } else {
+                d.to_string()
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The boundary check: does the dynamic tensor `t` have the typed shape `dims` (a [`Dyn`]
+/// entry accepts any size) and element type `dtype`? Errors say both shapes.
+#[track_caller]
+pub(crate) fn check_boundary(op: &str, t: &Tensor, dims: &[usize], dtype: DType) -> Result<()> {
+    let fits = t.rank() == dims.len()
+        && t.dims()
+            .iter()
+            .zip(dims)
+            .all(|(&got, &want)| want == Dyn || got == want);
+    if !fits {
+        return Err(Error::shape(
+            op,
+            format!(
+                "tensor of shape {} does not fit typed shape {} (rank {}, every dim but Dyn fixed)",
+                t.shape(),
+                fmt_dims(dims),
+                dims.len()
+            ),
+        ));
+    }
+    if t.dtype() != dtype {
+        return Err(Error::dtype(
+            op,
+            format!(
+                "tensor has dtype {}, the typed tensor holds {dtype}",
+                t.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A panic message assembled at compile time: text and numbers in a fixed buffer.
+#[doc(hidden)]
+pub struct Msg {
+    buf: [u8; 320],
+    len: usize,
+}
+
+impl Msg {
+    pub const fn new() -> Msg {
+        Msg {
+            buf: [0; 320],
+            len: 0,
+        }
+    }
+
+    /// Append text (cut at the buffer's end).
+    pub const fn s(mut self, s: &str) -> Msg {
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() && self.len < self.buf.len() {
+            self.buf[self.len] = b[i];
+            self.len += 1;
+            i += 1;
+        }
+        self
+    }
+
+    /// Append a number in decimal, or `Dyn` for the marker.
+    pub const fn n(self, v: usize) -> Msg {
+        if v == Dyn {
+            return self.s("Dyn");
+        }
+        let mut digits = [0u8; 20];
+        let (mut k, mut v) = (0, v);
+        loop {
+            digits[k] = b'0' + (v % 10) as u8;
+            k += 1;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        let mut m = self;
+        while k > 0 && m.len < m.buf.len() {
+            k -= 1;
+            m.buf[m.len] = digits[k];
+            m.len += 1;
+        }
+        m
+    }
+
+    /// Append `[a, b, c]`.
+    pub const fn dims(self, d: &[usize]) -> Msg {
+        let mut m = self.s("[");
+        let mut i = 0;
+        while i < d.len() {
+            if i > 0 {
+                m = m.s(", ");
+            }
+            m = m.n(d[i]);
+            i += 1;
+        }
+        m.s("]")
+    }
+
+    pub const fn as_str(&self) -> &str {
+        let (head, _) = self.buf.split_at(self.len);
+        match core::str::from_utf8(head) {
+            Ok(s) => s,
+            // cut inside a multi-byte character: drop the tail
+            Err(e) => match core::str::from_utf8(head.split_at(e.valid_up_to()).0) {
+                Ok(s) => s,
+                Err(_) => "",
+            },
+        }
+    }
+
+    /// Stop compilation with this message.
+    pub const fn fail(self) -> ! {
+        panic!("{}", self.as_str())
+    }
+}
+
+impl Default for Msg {
+    fn default() -> Self {
+        Msg::new()
+    }
+}
+
+/// Output size of a sliding window (conv or pool) along one axis:
+/// `(input + 2·pad - kernel) / stride + 1`, `None` when the window does not fit.
+pub const fn window_out(input: usize, kernel: usize, stride: usize, pad: usize) -> Option<usize> {
+    if stride == 0 || input + 2 * pad < kernel {
+        None
+    } else {
+        Some((input + 2 * pad - kernel) / stride + 1)
+    }
+}
+
+/// Compile-time check of a conv/pool output size the user wrote as a type parameter.
+/// `layer` and `axis` name what is checked ("Conv2d", "height"), `name` the parameter
+/// ("OH"). A [`Dyn`] input needs a `Dyn` output (the size is then known at run time only).
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub const fn check_window(
+    layer: &str,
+    axis: &str,
+    name: &str,
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    out: usize,
+) {
+    if input == Dyn {
+        if out != Dyn {
+            Msg::new()
+                .s(layer)
+                .s(": input ")
+                .s(axis)
+                .s(" is Dyn, so the output ")
+                .s(axis)
+                .s(" ")
+                .s(name)
+                .s(" must be Dyn too, not ")
+                .n(out)
+                .fail()
+        }
+        return;
+    }
+    match window_out(input, kernel, stride, pad) {
+        None => Msg::new()
+            .s(layer)
+            .s(": the ")
+            .n(kernel)
+            .s("-wide window does not fit the input ")
+            .s(axis)
+            .s(" ")
+            .n(input)
+            .s(" padded by ")
+            .n(pad)
+            .fail(),
+        Some(want) => {
+            if want != out {
+                Msg::new()
+                    .s(layer)
+                    .s(": output ")
+                    .s(axis)
+                    .s(" ")
+                    .s(name)
+                    .s(" = ")
+                    .n(out)
+                    .s(", but (in + 2*P - K) / S + 1 = (")
+                    .n(input)
+                    .s(" + 2*")
+                    .n(pad)
+                    .s(" - ")
+                    .n(kernel)
+                    .s(") / ")
+                    .n(stride)
+                    .s(" + 1 = ")
+                    .n(want)
+                    .fail()
+            }
+        }
+    }
+}
+
+/// Compile-time check that kernel and stride are positive (a zero would divide by zero).
+#[doc(hidden)]
+pub const fn check_positive(layer: &str, kernel: usize, stride: usize) {
+    if kernel == 0 || stride == 0 {
+        Msg::new()
+            .s(layer)
+            .s(": kernel K = ")
+            .n(kernel)
+            .s(" and stride S = ")
+            .n(stride)
+            .s(" must be positive")
+            .fail()
+    }
+}
+
+/// How many [`Dyn`] entries, and the product of the others (`None` on overflow).
+const fn static_numel(dims: &[usize]) -> (usize, Option<usize>) {
+    let (mut dyns, mut n, mut i) = (0, Some(1usize), 0);
+    while i < dims.len() {
+        if dims[i] == Dyn {
+            dyns += 1;
+        } else if let Some(p) = n {
+            n = p.checked_mul(dims[i]);
+        }
+        i += 1;
+    }
+    (dyns, n)
+}
+
+/// Compile-time check of a reshape between typed shapes: the same element count, or, when
+/// both have one [`Dyn`] dim, the same count per `Dyn` step (then the run-time size carries
+/// over). Anything else cannot be checked by the compiler and is refused.
+#[doc(hidden)]
+pub const fn check_reshape(from: &[usize], to: &[usize]) {
+    let (fd, fnum) = static_numel(from);
+    let (td, tnum) = static_numel(to);
+    let ok = match (fnum, tnum) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    };
+    if fd > 1 || td > 1 || fd != td {
+        Msg::new()
+            .s("reshape: ")
+            .dims(from)
+            .s(" -> ")
+            .dims(to)
+            .s(": both shapes need the same number of Dyn dims, at most one")
+            .fail()
+    }
+    if !ok {
+        let m = Msg::new()
+            .s("reshape: ")
+            .dims(from)
+            .s(" has ")
+            .n(match fnum {
+                Some(n) => n,
+                None => 0,
+            })
+            .s(" elements");
+        let m = if fd == 1 { m.s(" per Dyn step") } else { m };
+        m.s(", but ")
+            .dims(to)
+            .s(" has ")
+            .n(match tnum {
+                Some(n) => n,
+                None => 0,
+            })
+            .fail()
+    }
+}
+
+/// Compile-time check of `flatten` `[B, C, H, W] -> [B, F]`: `F == C·H·W`.
+#[doc(hidden)]
+pub const fn check_flatten(c: usize, h: usize, w: usize, f: usize) {
+    if c == Dyn || h == Dyn || w == Dyn {
+        Msg::new()
+            .s("flatten: C, H and W must be static to flatten, got [")
+            .n(c)
+            .s(", ")
+            .n(h)
+            .s(", ")
+            .n(w)
+            .s("]")
+            .fail()
+    }
+    if c * h * w != f {
+        Msg::new()
+            .s("flatten: F = ")
+            .n(f)
+            .s(", but C*H*W = ")
+            .n(c)
+            .s("*")
+            .n(h)
+            .s("*")
+            .n(w)
+            .s(" = ")
+            .n(c * h * w)
+            .fail()
+    }
+}
+
+/// Compile-time check that a permutation of `rank` dims is one, and that the output dims
+/// the caller wrote are the input's dims in that order.
+#[doc(hidden)]
+pub const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) {
+    let mut seen = [false; 8];
+    let mut i = 0;
+    while i < perm.len() {
+        if perm[i] >= dims.len() || seen[perm[i]] {
+            Msg::new()
+                .s("permute: ")
+                .dims(perm)
+                .s(" is not a permutation of 0..")
+                .n(dims.len())
+                .fail()
+        }
+        seen[perm[i]] = true;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < perm.len() {
+        if out[i] != dims[perm[i]] {
+            Msg::new()
+                .s("permute: output dim ")
+                .n(i)
+                .s(" is ")
+                .n(out[i])
+                .s(", but input dim ")
+                .n(perm[i])
+                .s(" of ")
+                .dims(dims)
+                .s(" is ")
+                .n(dims[perm[i]])
+                .fail()
+        }
+        i += 1;
+    }
+}
+
+/// Compile-time check that a constructor that allocates from the type alone has no [`Dyn`]
+/// dim (its size would be unknown).
+#[doc(hidden)]
+pub const fn check_static(op: &str, dims: &[usize]) {
+    let mut i = 0;
+    while i < dims.len() {
+        if dims[i] == Dyn {
+            Msg::new()
+                .s(op)
+                .s(": dim ")
+                .n(i)
+                .s(" of ")
+                .dims(dims)
+                .s(" is Dyn; build the tensor with from_dyn instead")
+                .fail()
+        }
+        i += 1;
+    }
+}
+
+/// Compile-time check that `d` divides into `parts` (attention heads).
+#[doc(hidden)]
+pub const fn check_divisible(what: &str, d: usize, parts: usize) {
+    if parts == 0 || !d.is_multiple_of(parts) {
+        Msg::new()
+            .s(what)
+            .s(": ")
+            .n(d)
+            .s(" is not divisible by ")
+            .n(parts)
+            .fail()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_and_window_sizes() {
+        assert_eq!(Msg::new().s("a ").n(0).s(" ").n(1234).as_str(), "a 0 1234");
+        assert_eq!(Msg::new().dims(&[Dyn, 7]).as_str(), "[Dyn, 7]");
+        assert_eq!(window_out(28, 3, 1, 1), Some(28));
+        assert_eq!(window_out(28, 2, 2, 0), Some(14));
+        assert_eq!(window_out(2, 5, 1, 1), None);
+        assert_eq!(fmt_dims(&[Dyn, 3]), "[Dyn, 3]");
+    }
+}
