@@ -124,7 +124,13 @@ where
     /// from the annotated result type; the build checks them against
     /// `(H + 2·P - K) / S + 1` ("Conv2d: output height OH = 27, but ... = 28").
     #[track_caller]
-    pub fn forward<const N: usize, const H: usize, const W: usize, const OH: usize, const OW: usize>(
+    pub fn forward<
+        const N: usize,
+        const H: usize,
+        const W: usize,
+        const OH: usize,
+        const OW: usize,
+    >(
         &self,
         x: &Tensor4<N, CIN, H, W, E>,
     ) -> Result<Tensor4<N, COUT, OH, OW, E>> {
@@ -159,8 +165,8 @@ where
     }
 }
 
-impl<const CIN: usize, const COUT: usize, const K: usize, const S: usize, const P: usize, E>
-    Module for Conv2d<CIN, COUT, K, S, P, E>
+impl<const CIN: usize, const COUT: usize, const K: usize, const S: usize, const P: usize, E> Module
+    for Conv2d<CIN, COUT, K, S, P, E>
 where
     E: WithDType,
 {

@@ -75,7 +75,10 @@ impl<const IN: usize, const OUT: usize, E: WithDType> Linear<IN, OUT, E> {
 
     /// From typed parameters (used as they are: leaves become trainable).
     #[track_caller]
-    pub fn from_weights(weight: Tensor2<OUT, IN, E>, bias: Option<Tensor1<OUT, E>>) -> Result<Self> {
+    pub fn from_weights(
+        weight: Tensor2<OUT, IN, E>,
+        bias: Option<Tensor1<OUT, E>>,
+    ) -> Result<Self> {
         Ok(Linear {
             inner: nn::Linear::from_weights(weight.into_dyn(), bias.map(Tensor1::into_dyn))?,
             _e: PhantomData,
@@ -151,9 +154,17 @@ impl<const D: usize, E: WithDType> LayerNorm<D, E> {
 
     /// From typed parameters.
     #[track_caller]
-    pub fn from_weights(weight: Tensor1<D, E>, bias: Option<Tensor1<D, E>>, eps: f64) -> Result<Self> {
+    pub fn from_weights(
+        weight: Tensor1<D, E>,
+        bias: Option<Tensor1<D, E>>,
+        eps: f64,
+    ) -> Result<Self> {
         Ok(LayerNorm {
-            inner: nn::LayerNorm::from_weights(weight.into_dyn(), bias.map(Tensor1::into_dyn), eps)?,
+            inner: nn::LayerNorm::from_weights(
+                weight.into_dyn(),
+                bias.map(Tensor1::into_dyn),
+                eps,
+            )?,
             _e: PhantomData,
         })
     }

@@ -71,9 +71,9 @@ mod ops;
 mod tensor;
 
 pub use conv::{AvgPool2d, BatchNorm2d, Conv2d, MaxPool2d};
-pub use dim::{window_out, Dyn};
 #[doc(hidden)]
 pub use dim::{check_divisible, check_flatten, check_permute, check_reshape, check_window, Msg};
+pub use dim::{window_out, Dyn};
 pub use layers::{attention, Embedding, LayerNorm, Linear};
 pub use loss::{cross_entropy, cross_entropy_seq, cross_entropy_with, l1_loss, mse_loss, nll_loss};
 pub use ops::Reduce;

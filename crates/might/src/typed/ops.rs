@@ -242,10 +242,7 @@ impl<const A: usize, const M: usize, const K: usize, E: WithDType> Tensor3<A, M,
         &self,
     ) -> Result<Tensor3<X, Y, Z, E>> {
         const { check_permute(&[A, M, K], &[I, J, L], &[X, Y, Z]) };
-        wrap_res(
-            self.as_dyn()
-                .permute(&[I as isize, J as isize, L as isize]),
-        )
+        wrap_res(self.as_dyn().permute(&[I as isize, J as isize, L as isize]))
     }
 
     /// Merge the first two dims: `[A·M, K]` (needs static `A` and `M`; checked at build).

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use super::dim::{check_boundary, check_static, fmt_dims, Dyn};
+use super::dim::{check_boundary, check_static, fmt_dims};
 use crate::{DType, Device, Error, Result, Tensor, WithDType};
 
 /// What every typed tensor is: its dims and element type as constants, and the dynamic
@@ -18,7 +18,7 @@ use crate::{DType, Device, Error, Result, Tensor, WithDType};
 pub trait Typed: Sized + Clone {
     /// Element type (`f32`, `f64`, `i64`, ...).
     type Elem: WithDType;
-    /// The dims as written in the type ([`Dyn`] for run-time ones).
+    /// The dims as written in the type ([`Dyn`](super::Dyn) for run-time ones).
     const DIMS: &'static [usize];
 
     /// The dynamic tensor inside (a borrow: no copy, no refcount change).
@@ -41,7 +41,7 @@ pub trait Typed: Sized + Clone {
     #[doc(hidden)]
     fn wrap_unchecked(t: Tensor) -> Self;
 
-    /// Run-time sizes (a [`Dyn`] dim reads its actual size).
+    /// Run-time sizes (a [`Dyn`](super::Dyn) dim reads its actual size).
     fn shape_vec(&self) -> Vec<usize> {
         self.as_dyn().dims().to_vec()
     }
@@ -159,7 +159,7 @@ macro_rules! typed_tensor {
                 &self.t
             }
 
-            /// Run-time sizes: the static dims, and the actual size of each [`Dyn`] one.
+            /// Run-time sizes: the static dims, and the actual size of each [`Dyn`](super::Dyn) one.
             pub fn dims(&self) -> [usize; $rank] {
                 let mut out = [0; $rank];
                 out.copy_from_slice(self.t.dims());
@@ -199,7 +199,7 @@ macro_rules! typed_tensor {
                 self.t.to_f64_vec()
             }
 
-            /// Zeros. Every dim must be static (a [`Dyn`] dim fails the build).
+            /// Zeros. Every dim must be static (a [`Dyn`](super::Dyn) dim fails the build).
             #[track_caller]
             pub fn zeros() -> Result<Self> {
                 const { check_static(concat!(stringify!($name), "::zeros"), Self::DIMS) };
