@@ -11,7 +11,7 @@
 
 use std::marker::PhantomData;
 
-use super::dim::{check_positive, check_window};
+use super::dim::{check_positive, check_window, either};
 use super::layers::{cast_param, check_param};
 use super::tensor::{wrap, wrap_res, Tensor1, Tensor4};
 use crate::nn::{self, Conv2dConfig, Module};
@@ -47,7 +47,11 @@ where
     }
 
     fn build(bias: bool) -> Result<Self> {
-        const { check_positive("Conv2d", K, S) };
+        const {
+            if let Some(m) = check_positive("Conv2d", K, S) {
+                panic!("{}", m.as_str())
+            }
+        };
         let cfg = Conv2dConfig {
             stride: S,
             padding: P,
@@ -69,7 +73,11 @@ where
         weight: Tensor4<COUT, CIN, K, K, E>,
         bias: Option<Tensor1<COUT, E>>,
     ) -> Result<Self> {
-        const { check_positive("Conv2d", K, S) };
+        const {
+            if let Some(m) = check_positive("Conv2d", K, S) {
+                panic!("{}", m.as_str())
+            }
+        };
         Ok(Conv2d {
             inner: nn::Conv2d::from_weights(
                 weight.into_dyn(),
@@ -135,8 +143,13 @@ where
         x: &Tensor4<N, CIN, H, W, E>,
     ) -> Result<Tensor4<N, COUT, OH, OW, E>> {
         const {
-            check_window("Conv2d", "height", "OH", H, K, S, P, OH);
-            check_window("Conv2d", "width", "OW", W, K, S, P, OW);
+            let h = check_window("Conv2d", "height", "H", "OH", H, K, S, P, OH);
+            if let Some(m) = either(
+                h,
+                check_window("Conv2d", "width", "W", "OW", W, K, S, P, OW),
+            ) {
+                panic!("{}", m.as_str())
+            }
         };
         wrap_res(self.inner.forward(x.as_dyn()))
     }
@@ -154,8 +167,13 @@ where
         x: &Tensor4<N, CIN, H, W, E>,
     ) -> Result<Tensor4<N, COUT, OH, OW, E>> {
         const {
-            check_window("Conv2d", "height", "OH", H, K, S, P, OH);
-            check_window("Conv2d", "width", "OW", W, K, S, P, OW);
+            let h = check_window("Conv2d", "height", "H", "OH", H, K, S, P, OH);
+            if let Some(m) = either(
+                h,
+                check_window("Conv2d", "width", "W", "OW", W, K, S, P, OW),
+            ) {
+                panic!("{}", m.as_str())
+            }
         };
         let y = match self.inner.forward_relu(x.as_dyn()) {
             Some(y) => y,
@@ -208,9 +226,11 @@ macro_rules! typed_pool {
                 x: &Tensor4<N, C, H, W, E>,
             ) -> Result<Tensor4<N, C, OH, OW, E>> {
                 const {
-                    check_positive($label, K, S);
-                    check_window($label, "height", "OH", H, K, S, P, OH);
-                    check_window($label, "width", "OW", W, K, S, P, OW);
+                    let h = check_window($label, "height", "H", "OH", H, K, S, P, OH);
+                    let w = check_window($label, "width", "W", "OW", W, K, S, P, OW);
+                    if let Some(m) = either(check_positive($label, K, S), either(h, w)) {
+                        panic!("{}", m.as_str())
+                    }
                 };
                 wrap_res(x.as_dyn().$method([K; 2], [S; 2], [P; 2]))
             }

@@ -142,11 +142,6 @@ impl Msg {
             },
         }
     }
-
-    /// Stop compilation with this message.
-    pub const fn fail(self) -> ! {
-        panic!("{}", self.as_str())
-    }
 }
 
 impl Default for Msg {
@@ -166,189 +161,190 @@ pub const fn window_out(input: usize, kernel: usize, stride: usize, pad: usize) 
 }
 
 /// Compile-time check of a conv/pool output size the user wrote as a type parameter.
-/// `layer` and `axis` name what is checked ("Conv2d", "height"), `name` the parameter
-/// ("OH"). A [`Dyn`] input needs a `Dyn` output (the size is then known at run time only).
+/// `layer` names the layer ("Conv2d"), `axis` the axis ("height"), `input_name` and `name`
+/// its input and output parameters ("H", "OH"). A [`Dyn`] input needs a `Dyn` output (the
+/// size is then known at run time only). `Some(message)` when the size is wrong.
 #[doc(hidden)]
 #[allow(clippy::too_many_arguments)]
 pub const fn check_window(
     layer: &str,
     axis: &str,
+    input_name: &str,
     name: &str,
     input: usize,
     kernel: usize,
     stride: usize,
     pad: usize,
     out: usize,
-) {
+) -> Option<Msg> {
+    let head = Msg::new().s(layer).s(": output ").s(axis).s(" ").s(name);
     if input == Dyn {
-        if out != Dyn {
-            Msg::new()
-                .s(layer)
-                .s(": input ")
-                .s(axis)
-                .s(" is Dyn, so the output ")
-                .s(axis)
-                .s(" ")
-                .s(name)
-                .s(" must be Dyn too, not ")
-                .n(out)
-                .fail()
+        if out == Dyn {
+            return None;
         }
-        return;
+        return Some(
+            head.s(" is ")
+                .n(out)
+                .s(" but the input ")
+                .s(axis)
+                .s(" is Dyn: make it Dyn too"),
+        );
     }
     match window_out(input, kernel, stride, pad) {
-        None => Msg::new()
-            .s(layer)
-            .s(": the ")
-            .n(kernel)
-            .s("-wide window does not fit the input ")
-            .s(axis)
-            .s(" ")
-            .n(input)
-            .s(" padded by ")
-            .n(pad)
-            .fail(),
-        Some(want) => {
-            if want != out {
-                Msg::new()
-                    .s(layer)
-                    .s(": output ")
-                    .s(axis)
-                    .s(" ")
-                    .s(name)
-                    .s(" = ")
-                    .n(out)
-                    .s(", but (in + 2*P - K) / S + 1 = (")
-                    .n(input)
-                    .s(" + 2*")
-                    .n(pad)
-                    .s(" - ")
-                    .n(kernel)
-                    .s(") / ")
-                    .n(stride)
-                    .s(" + 1 = ")
-                    .n(want)
-                    .fail()
-            }
-        }
+        None => Some(
+            Msg::new()
+                .s(layer)
+                .s(": a window of ")
+                .n(kernel)
+                .s(" does not fit the input ")
+                .s(axis)
+                .s(" ")
+                .n(input)
+                .s(" padded by ")
+                .n(pad),
+        ),
+        Some(want) if want != out => Some(
+            head.s(" is ")
+                .n(out)
+                .s(" but should be (")
+                .s(input_name)
+                .s(" + 2*P - K) / S + 1 = (")
+                .n(input)
+                .s(" + 2*")
+                .n(pad)
+                .s(" - ")
+                .n(kernel)
+                .s(") / ")
+                .n(stride)
+                .s(" + 1 = ")
+                .n(want),
+        ),
+        Some(_) => None,
+    }
+}
+
+/// The first failed check of two.
+#[doc(hidden)]
+pub const fn either(a: Option<Msg>, b: Option<Msg>) -> Option<Msg> {
+    match a {
+        Some(m) => Some(m),
+        None => b,
     }
 }
 
 /// Compile-time check that kernel and stride are positive (a zero would divide by zero).
 #[doc(hidden)]
-pub const fn check_positive(layer: &str, kernel: usize, stride: usize) {
+pub const fn check_positive(layer: &str, kernel: usize, stride: usize) -> Option<Msg> {
     if kernel == 0 || stride == 0 {
-        Msg::new()
-            .s(layer)
-            .s(": kernel K = ")
-            .n(kernel)
-            .s(" and stride S = ")
-            .n(stride)
-            .s(" must be positive")
-            .fail()
+        return Some(
+            Msg::new()
+                .s(layer)
+                .s(": kernel K = ")
+                .n(kernel)
+                .s(" and stride S = ")
+                .n(stride)
+                .s(" must be positive"),
+        );
     }
+    None
 }
 
-/// How many [`Dyn`] entries, and the product of the others (`None` on overflow).
-const fn static_numel(dims: &[usize]) -> (usize, Option<usize>) {
-    let (mut dyns, mut n, mut i) = (0, Some(1usize), 0);
+/// How many [`Dyn`] entries, and the product of the others (0 on overflow).
+const fn static_numel(dims: &[usize]) -> (usize, usize) {
+    let (mut dyns, mut n, mut i) = (0, 1usize, 0);
     while i < dims.len() {
         if dims[i] == Dyn {
             dyns += 1;
-        } else if let Some(p) = n {
-            n = p.checked_mul(dims[i]);
+        } else {
+            n = match n.checked_mul(dims[i]) {
+                Some(p) => p,
+                None => 0,
+            };
         }
         i += 1;
     }
     (dyns, n)
 }
 
-/// Compile-time check of a reshape between typed shapes: the same element count, or, when
-/// both have one [`Dyn`] dim, the same count per `Dyn` step (then the run-time size carries
-/// over). Anything else cannot be checked by the compiler and is refused.
+/// Compile-time check of a reshape between typed shapes: the same element count; or, when
+/// both have one [`Dyn`] dim, static parts of which one divides the other (then the `Dyn`
+/// size follows from the run-time element count). Mixing `Dyn` and static is refused.
 #[doc(hidden)]
-pub const fn check_reshape(from: &[usize], to: &[usize]) {
+pub const fn check_reshape(from: &[usize], to: &[usize]) -> Option<Msg> {
     let (fd, fnum) = static_numel(from);
     let (td, tnum) = static_numel(to);
-    let ok = match (fnum, tnum) {
-        (Some(a), Some(b)) => a == b,
-        _ => false,
-    };
+    let head = Msg::new().s("reshape: ").dims(from).s(" -> ").dims(to);
     if fd > 1 || td > 1 || fd != td {
-        Msg::new()
-            .s("reshape: ")
-            .dims(from)
-            .s(" -> ")
-            .dims(to)
-            .s(": both shapes need the same number of Dyn dims, at most one")
-            .fail()
+        return Some(head.s(": both shapes need the same number of Dyn dims (0 or 1)"));
     }
-    if !ok {
-        let m = Msg::new()
-            .s("reshape: ")
-            .dims(from)
-            .s(" has ")
-            .n(match fnum {
-                Some(n) => n,
-                None => 0,
-            })
-            .s(" elements");
-        let m = if fd == 1 { m.s(" per Dyn step") } else { m };
-        m.s(", but ")
-            .dims(to)
-            .s(" has ")
-            .n(match tnum {
-                Some(n) => n,
-                None => 0,
-            })
-            .fail()
+    if fd == 0 && fnum != tnum {
+        return Some(
+            Msg::new()
+                .s("reshape: ")
+                .dims(from)
+                .s(" has ")
+                .n(fnum)
+                .s(" elements, but ")
+                .dims(to)
+                .s(" has ")
+                .n(tnum),
+        );
     }
+    if fd == 1 && (fnum == 0 || tnum == 0 || (fnum % tnum != 0 && tnum % fnum != 0)) {
+        return Some(
+            head.s(": ")
+                .n(fnum)
+                .s(" and ")
+                .n(tnum)
+                .s(" elements per Dyn step: neither divides the other"),
+        );
+    }
+    None
 }
 
 /// Compile-time check of `flatten` `[B, C, H, W] -> [B, F]`: `F == C·H·W`.
 #[doc(hidden)]
-pub const fn check_flatten(c: usize, h: usize, w: usize, f: usize) {
+pub const fn check_flatten(c: usize, h: usize, w: usize, f: usize) -> Option<Msg> {
     if c == Dyn || h == Dyn || w == Dyn {
-        Msg::new()
-            .s("flatten: C, H and W must be static to flatten, got [")
-            .n(c)
-            .s(", ")
-            .n(h)
-            .s(", ")
-            .n(w)
-            .s("]")
-            .fail()
+        return Some(
+            Msg::new()
+                .s("flatten: C, H and W must be static, got ")
+                .dims(&[c, h, w]),
+        );
     }
     if c * h * w != f {
-        Msg::new()
-            .s("flatten: F = ")
-            .n(f)
-            .s(", but C*H*W = ")
-            .n(c)
-            .s("*")
-            .n(h)
-            .s("*")
-            .n(w)
-            .s(" = ")
-            .n(c * h * w)
-            .fail()
+        return Some(
+            Msg::new()
+                .s("flatten: F is ")
+                .n(f)
+                .s(" but should be C*H*W = ")
+                .n(c)
+                .s("*")
+                .n(h)
+                .s("*")
+                .n(w)
+                .s(" = ")
+                .n(c * h * w),
+        );
     }
+    None
 }
 
-/// Compile-time check that a permutation of `rank` dims is one, and that the output dims
-/// the caller wrote are the input's dims in that order.
+/// Compile-time check that `perm` is a permutation of the dims and that the output dims the
+/// caller wrote are the input's dims in that order.
 #[doc(hidden)]
-pub const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) {
+pub const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) -> Option<Msg> {
     let mut seen = [false; 8];
     let mut i = 0;
     while i < perm.len() {
         if perm[i] >= dims.len() || seen[perm[i]] {
-            Msg::new()
-                .s("permute: ")
-                .dims(perm)
-                .s(" is not a permutation of 0..")
-                .n(dims.len())
-                .fail()
+            return Some(
+                Msg::new()
+                    .s("permute: ")
+                    .dims(perm)
+                    .s(" is not a permutation of 0..")
+                    .n(dims.len()),
+            );
         }
         seen[perm[i]] = true;
         i += 1;
@@ -356,55 +352,62 @@ pub const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) {
     let mut i = 0;
     while i < perm.len() {
         if out[i] != dims[perm[i]] {
-            Msg::new()
-                .s("permute: output dim ")
-                .n(i)
-                .s(" is ")
-                .n(out[i])
-                .s(", but input dim ")
-                .n(perm[i])
-                .s(" of ")
-                .dims(dims)
-                .s(" is ")
-                .n(dims[perm[i]])
-                .fail()
+            return Some(
+                Msg::new()
+                    .s("permute: output dim ")
+                    .n(i)
+                    .s(" is ")
+                    .n(out[i])
+                    .s(" but should be dim ")
+                    .n(perm[i])
+                    .s(" of ")
+                    .dims(dims)
+                    .s(" = ")
+                    .n(dims[perm[i]]),
+            );
         }
         i += 1;
     }
+    None
 }
 
 /// Compile-time check that a constructor that allocates from the type alone has no [`Dyn`]
 /// dim (its size would be unknown).
 #[doc(hidden)]
-pub const fn check_static(op: &str, dims: &[usize]) {
+pub const fn check_static(op: &str, dims: &[usize]) -> Option<Msg> {
     let mut i = 0;
     while i < dims.len() {
         if dims[i] == Dyn {
-            Msg::new()
-                .s(op)
-                .s(": dim ")
-                .n(i)
-                .s(" of ")
-                .dims(dims)
-                .s(" is Dyn; build the tensor with from_dyn instead")
-                .fail()
+            return Some(
+                Msg::new()
+                    .s(op)
+                    .s(": dim ")
+                    .n(i)
+                    .s(" of ")
+                    .dims(dims)
+                    .s(" is Dyn; build the tensor with from_dyn instead"),
+            );
         }
         i += 1;
     }
+    None
 }
 
-/// Compile-time check that `d` divides into `parts` (attention heads).
+/// Compile-time check that columns `off..off + len` fit a last dim of `d`.
 #[doc(hidden)]
-pub const fn check_divisible(what: &str, d: usize, parts: usize) {
-    if parts == 0 || !d.is_multiple_of(parts) {
-        Msg::new()
-            .s(what)
-            .s(": ")
-            .n(d)
-            .s(" is not divisible by ")
-            .n(parts)
-            .fail()
+pub const fn check_narrow(off: usize, len: usize, d: usize) -> Option<Msg> {
+    if off + len > d {
+        return Some(
+            Msg::new()
+                .s("narrow_last: columns ")
+                .n(off)
+                .s("..")
+                .n(off + len)
+                .s(" do not fit a last dim of ")
+                .n(d),
+        );
     }
+    None
 }
 
 #[cfg(test)]

@@ -259,15 +259,8 @@ impl<const A: usize, const B: usize, const C: usize, E: WithDType> Tensor3<A, B,
     #[track_caller]
     pub fn narrow_last<const OFF: usize, const LEN: usize>(&self) -> Result<Tensor3<A, B, LEN, E>> {
         const {
-            if OFF + LEN > C {
-                super::dim::Msg::new()
-                    .s("narrow_last: columns ")
-                    .n(OFF)
-                    .s("..")
-                    .n(OFF + LEN)
-                    .s(" do not fit a last dim of ")
-                    .n(C)
-                    .fail()
+            if let Some(m) = super::dim::check_narrow(OFF, LEN, C) {
+                panic!("{}", m.as_str())
             }
         };
         wrap_res(self.as_dyn().narrow(2, OFF, LEN))

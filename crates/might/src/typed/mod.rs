@@ -72,7 +72,10 @@ mod tensor;
 
 pub use conv::{AvgPool2d, BatchNorm2d, Conv2d, MaxPool2d};
 #[doc(hidden)]
-pub use dim::{check_divisible, check_flatten, check_permute, check_reshape, check_window, Msg};
+pub use dim::{
+    check_flatten, check_narrow, check_permute, check_positive, check_reshape, check_static,
+    check_window, either, Msg,
+};
 pub use dim::{window_out, Dyn};
 pub use layers::{attention, Embedding, LayerNorm, Linear};
 pub use loss::{cross_entropy, cross_entropy_seq, cross_entropy_with, l1_loss, mse_loss, nll_loss};

@@ -14,7 +14,7 @@
 use super::dim::{check_flatten, check_permute, check_reshape};
 use super::tensor::{wrap, wrap_res, LastDim, Tensor0, Tensor1, Tensor2, Tensor3, Tensor4};
 use super::Typed;
-use crate::{Result, WithDType};
+use crate::{Result, Tensor, WithDType};
 
 macro_rules! elementwise {
     ($name:ident, [$($d:ident),*]) => {
@@ -95,15 +95,6 @@ elementwise!(Tensor4, [N, C, H, W]);
 macro_rules! last_dim_ops {
     ($name:ident, [$($d:ident),*], $reduced:ty) => {
         impl<$(const $d: usize,)* E: WithDType> $name<$($d,)* E> {
-            /// `self + bias` with `bias` broadcast over every leading dim; its size must be
-            /// the last dim (a mismatch: "the last dim of `Tensor2<..>` is not ..").
-            #[track_caller]
-            pub fn add_bias<const D: usize>(&self, bias: &Tensor1<D, E>) -> Result<Self>
-            where
-                Self: LastDim<D>,
-            {
-                wrap_res(self.as_dyn().add(bias.as_dyn()))
-            }
             /// `self * scale` with `scale` broadcast over the leading dims (like `add_bias`).
             #[track_caller]
             pub fn mul_bias<const D: usize>(&self, scale: &Tensor1<D, E>) -> Result<Self>
@@ -241,7 +232,11 @@ impl<const A: usize, const M: usize, const K: usize, E: WithDType> Tensor3<A, M,
     >(
         &self,
     ) -> Result<Tensor3<X, Y, Z, E>> {
-        const { check_permute(&[A, M, K], &[I, J, L], &[X, Y, Z]) };
+        const {
+            if let Some(m) = check_permute(&[A, M, K], &[I, J, L], &[X, Y, Z]) {
+                panic!("{}", m.as_str())
+            }
+        };
         wrap_res(self.as_dyn().permute(&[I as isize, J as isize, L as isize]))
     }
 
@@ -292,7 +287,11 @@ impl<const N: usize, const C: usize, const H: usize, const W: usize, E: WithDTyp
     >(
         &self,
     ) -> Result<Tensor4<X0, X1, X2, X3, E>> {
-        const { check_permute(&[N, C, H, W], &[I, J, K, L], &[X0, X1, X2, X3]) };
+        const {
+            if let Some(m) = check_permute(&[N, C, H, W], &[I, J, K, L], &[X0, X1, X2, X3]) {
+                panic!("{}", m.as_str())
+            }
+        };
         wrap_res(
             self.as_dyn()
                 .permute(&[I as isize, J as isize, K as isize, L as isize]),
@@ -303,35 +302,128 @@ impl<const N: usize, const C: usize, const H: usize, const W: usize, E: WithDTyp
     /// checked at build: `F == C·H·W`, else "flatten: F = .., but C*H*W = ..".
     #[track_caller]
     pub fn flatten<const F: usize>(&self) -> Result<Tensor2<N, F, E>> {
-        const { check_flatten(C, H, W, F) };
+        const {
+            if let Some(m) = check_flatten(C, H, W, F) {
+                panic!("{}", m.as_str())
+            }
+        };
         wrap_res(self.as_dyn().flatten(1, -1))
     }
 }
 
-/// `reshape` for every typed tensor: to any typed shape `T` with the same element count
-/// (checked at build; one [`Dyn`](super::Dyn) dim on each side carries the run-time size).
-macro_rules! reshape {
-    ($name:ident, [$($d:ident),*]) => {
-        impl<$(const $d: usize,)* E: WithDType> $name<$($d,)* E> {
-            /// Reshape to `T` (a view when the layout allows): `let y: Tensor4<Dyn, 1, 28, 28>
-            /// = x.reshape()?`. The element counts must match ("reshape: [..] has .. elements,
-            /// but [..] has .."), which the build checks.
-            #[track_caller]
-            pub fn reshape<T: Typed<Elem = E>>(&self) -> Result<T> {
-                const { check_reshape(Self::DIMS, T::DIMS) };
-                let t = self.as_dyn();
-                let mut target = T::DIMS.to_vec();
-                if let Some(i) = target.iter().position(|&d| d == super::Dyn) {
-                    let known: usize = target.iter().filter(|&&d| d != super::Dyn).product();
-                    target[i] = if known == 0 { 0 } else { t.numel() / known };
-                }
-                Ok(wrap(t.reshape(target)?))
-            }
-        }
-    };
+/// The run-time half of `reshape`: the target dims with a [`Dyn`](super::Dyn) entry resolved
+/// from the element count.
+#[track_caller]
+fn reshape_to<T: Typed>(t: &Tensor) -> Result<T> {
+    let mut target = T::DIMS.to_vec();
+    if let Some(i) = target.iter().position(|&d| d == super::Dyn) {
+        let known: usize = target.iter().filter(|&&d| d != super::Dyn).product();
+        target[i] = if known == 0 { 0 } else { t.numel() / known };
+    }
+    Ok(wrap(t.reshape(target)?))
 }
 
-reshape!(Tensor1, [N]);
-reshape!(Tensor2, [M, N]);
-reshape!(Tensor3, [A, B, C]);
-reshape!(Tensor4, [N, C, H, W]);
+// `reshape` and `add_bias` are written out per rank (not by macro) so that a compile error
+// in them names the user's line without a macro backtrace.
+
+impl<const N: usize, E: WithDType> Tensor1<N, E> {
+    /// Reshape to any typed shape `T` with the same element count (a view when the layout
+    /// allows): `let y: Tensor4<Dyn, 1, 28, 28> = x.reshape()?`. One `Dyn` dim on each side
+    /// carries the run-time size. A count mismatch fails the build.
+    #[track_caller]
+    pub fn reshape<T: Typed<Elem = E>>(&self) -> Result<T> {
+        const {
+            if let Some(m) = check_reshape(Self::DIMS, T::DIMS) {
+                panic!("{}", m.as_str())
+            }
+        };
+        reshape_to(self.as_dyn())
+    }
+
+    /// `self + bias` with `bias` broadcast over every leading dim; its size must be the last
+    /// dim, else a compile error.
+    #[track_caller]
+    pub fn add_bias<const D: usize>(&self, bias: &Tensor1<D, E>) -> Result<Self>
+    where
+        Self: LastDim<D>,
+    {
+        wrap_res(self.as_dyn().add(bias.as_dyn()))
+    }
+}
+
+impl<const M: usize, const N: usize, E: WithDType> Tensor2<M, N, E> {
+    /// Reshape to any typed shape `T` with the same element count (a view when the layout
+    /// allows): `let y: Tensor4<Dyn, 1, 28, 28> = x.reshape()?`. One `Dyn` dim on each side
+    /// carries the run-time size. A count mismatch fails the build.
+    #[track_caller]
+    pub fn reshape<T: Typed<Elem = E>>(&self) -> Result<T> {
+        const {
+            if let Some(m) = check_reshape(Self::DIMS, T::DIMS) {
+                panic!("{}", m.as_str())
+            }
+        };
+        reshape_to(self.as_dyn())
+    }
+
+    /// `self + bias` with `bias` broadcast over every leading dim; its size must be the last
+    /// dim, else a compile error.
+    #[track_caller]
+    pub fn add_bias<const D: usize>(&self, bias: &Tensor1<D, E>) -> Result<Self>
+    where
+        Self: LastDim<D>,
+    {
+        wrap_res(self.as_dyn().add(bias.as_dyn()))
+    }
+}
+
+impl<const A: usize, const B: usize, const C: usize, E: WithDType> Tensor3<A, B, C, E> {
+    /// Reshape to any typed shape `T` with the same element count (a view when the layout
+    /// allows): `let y: Tensor4<Dyn, 1, 28, 28> = x.reshape()?`. One `Dyn` dim on each side
+    /// carries the run-time size. A count mismatch fails the build.
+    #[track_caller]
+    pub fn reshape<T: Typed<Elem = E>>(&self) -> Result<T> {
+        const {
+            if let Some(m) = check_reshape(Self::DIMS, T::DIMS) {
+                panic!("{}", m.as_str())
+            }
+        };
+        reshape_to(self.as_dyn())
+    }
+
+    /// `self + bias` with `bias` broadcast over every leading dim; its size must be the last
+    /// dim, else a compile error.
+    #[track_caller]
+    pub fn add_bias<const D: usize>(&self, bias: &Tensor1<D, E>) -> Result<Self>
+    where
+        Self: LastDim<D>,
+    {
+        wrap_res(self.as_dyn().add(bias.as_dyn()))
+    }
+}
+
+impl<const N: usize, const C: usize, const H: usize, const W: usize, E: WithDType>
+    Tensor4<N, C, H, W, E>
+{
+    /// Reshape to any typed shape `T` with the same element count (a view when the layout
+    /// allows): `let y: Tensor4<Dyn, 1, 28, 28> = x.reshape()?`. One `Dyn` dim on each side
+    /// carries the run-time size. A count mismatch fails the build.
+    #[track_caller]
+    pub fn reshape<T: Typed<Elem = E>>(&self) -> Result<T> {
+        const {
+            if let Some(m) = check_reshape(Self::DIMS, T::DIMS) {
+                panic!("{}", m.as_str())
+            }
+        };
+        reshape_to(self.as_dyn())
+    }
+
+    /// `self + bias` with `bias` broadcast over every leading dim; its size must be the last
+    /// dim, else a compile error.
+    #[track_caller]
+    pub fn add_bias<const D: usize>(&self, bias: &Tensor1<D, E>) -> Result<Self>
+    where
+        Self: LastDim<D>,
+    {
+        wrap_res(self.as_dyn().add(bias.as_dyn()))
+    }
+}

@@ -202,35 +202,45 @@ macro_rules! typed_tensor {
             /// Zeros. Every dim must be static (a [`Dyn`](super::Dyn) dim fails the build).
             #[track_caller]
             pub fn zeros() -> Result<Self> {
-                const { check_static(concat!(stringify!($name), "::zeros"), Self::DIMS) };
+                const {
+            if let Some(m) = check_static(concat!(stringify!($name), "::zeros"), Self::DIMS) { panic!("{}", m.as_str()) }
+        };
                 wrap_res(Tensor::zeros(Self::DIMS.to_vec(), E::DTYPE))
             }
 
             /// Ones (static dims only).
             #[track_caller]
             pub fn ones() -> Result<Self> {
-                const { check_static(concat!(stringify!($name), "::ones"), Self::DIMS) };
+                const {
+            if let Some(m) = check_static(concat!(stringify!($name), "::ones"), Self::DIMS) { panic!("{}", m.as_str()) }
+        };
                 wrap_res(Tensor::ones(Self::DIMS.to_vec(), E::DTYPE))
             }
 
             /// Every element `v` (static dims only).
             #[track_caller]
             pub fn full(v: f64) -> Result<Self> {
-                const { check_static(concat!(stringify!($name), "::full"), Self::DIMS) };
+                const {
+            if let Some(m) = check_static(concat!(stringify!($name), "::full"), Self::DIMS) { panic!("{}", m.as_str()) }
+        };
                 wrap_res(Tensor::full(Self::DIMS.to_vec(), v, E::DTYPE))
             }
 
             /// Standard normal samples from the global generator (static dims only).
             #[track_caller]
             pub fn randn() -> Result<Self> {
-                const { check_static(concat!(stringify!($name), "::randn"), Self::DIMS) };
+                const {
+            if let Some(m) = check_static(concat!(stringify!($name), "::randn"), Self::DIMS) { panic!("{}", m.as_str()) }
+        };
                 wrap_res(Tensor::randn(Self::DIMS.to_vec(), E::DTYPE))
             }
 
             /// Uniform samples in `[low, high)` (static dims only).
             #[track_caller]
             pub fn uniform(low: f64, high: f64) -> Result<Self> {
-                const { check_static(concat!(stringify!($name), "::uniform"), Self::DIMS) };
+                const {
+            if let Some(m) = check_static(concat!(stringify!($name), "::uniform"), Self::DIMS) { panic!("{}", m.as_str()) }
+        };
                 wrap_res(Tensor::uniform(Self::DIMS.to_vec(), low, high, E::DTYPE))
             }
 
@@ -240,7 +250,9 @@ macro_rules! typed_tensor {
             where
                 E: crate::backend::cpu::CpuDType,
             {
-                const { check_static(concat!(stringify!($name), "::from_vec"), Self::DIMS) };
+                const {
+            if let Some(m) = check_static(concat!(stringify!($name), "::from_vec"), Self::DIMS) { panic!("{}", m.as_str()) }
+        };
                 wrap_res(Tensor::from_vec(data, Self::DIMS.to_vec()))
             }
 
