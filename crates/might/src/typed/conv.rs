@@ -130,7 +130,7 @@ where
 
     /// Convolve `[N, CIN, H, W]` into `[N, COUT, OH, OW]`. `OH` and `OW` are usually inferred
     /// from the annotated result type; the build checks them against
-    /// `(H + 2·P - K) / S + 1` ("Conv2d: output height OH = 27, but ... = 28").
+    /// `(H + 2·P - K) / S + 1` ("Conv2d: output height OH is 27 but should be ... = 28").
     #[track_caller]
     pub fn forward<
         const N: usize,

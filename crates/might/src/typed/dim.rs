@@ -4,9 +4,10 @@
 //!
 //! Why `const fn`s that build their own message: stable Rust cannot format numbers in a
 //! const panic (`const_format_args` is unstable), but it can panic with a `&str` built in
-//! a byte buffer. So a wrong output size reads "Conv2d: output height OH = 27, but
-//! (H + 2·P - K) / S + 1 = (28 + 2·1 - 3) / 1 + 1 = 28" instead of a bare "assertion
-//! failed".
+//! a byte buffer. So a wrong output size reads "Conv2d: output height OH is 27 but should
+//! be (H + 2*P - K) / S + 1 = (28 + 2*1 - 3) / 1 + 1 = 28" instead of a bare "assertion
+//! failed". Each check returns its message and the op panics in its own `const` block, so
+//! rustc's note points at the user's call, not at a chain of helper frames.
 
 use crate::{DType, Error, Result, Tensor};
 
@@ -67,14 +68,13 @@ pub(crate) fn check_boundary(op: &str, t: &Tensor, dims: &[usize], dtype: DType)
 }
 
 /// A panic message assembled at compile time: text and numbers in a fixed buffer.
-#[doc(hidden)]
-pub struct Msg {
+pub(crate) struct Msg {
     buf: [u8; 320],
     len: usize,
 }
 
 impl Msg {
-    pub const fn new() -> Msg {
+    pub(crate) const fn new() -> Msg {
         Msg {
             buf: [0; 320],
             len: 0,
@@ -151,7 +151,9 @@ impl Default for Msg {
 }
 
 /// Output size of a sliding window (conv or pool) along one axis:
-/// `(input + 2·pad - kernel) / stride + 1`, `None` when the window does not fit.
+/// `(input + 2·pad - kernel) / stride + 1`, `None` when the window does not fit. A `const fn`,
+/// so a program can name the size instead of working it out by hand:
+/// `const OH: usize = window_out(28, 3, 2, 1).unwrap(); // 14`.
 pub const fn window_out(input: usize, kernel: usize, stride: usize, pad: usize) -> Option<usize> {
     if stride == 0 || input + 2 * pad < kernel {
         None
@@ -164,9 +166,8 @@ pub const fn window_out(input: usize, kernel: usize, stride: usize, pad: usize) 
 /// `layer` names the layer ("Conv2d"), `axis` the axis ("height"), `input_name` and `name`
 /// its input and output parameters ("H", "OH"). A [`Dyn`] input needs a `Dyn` output (the
 /// size is then known at run time only). `Some(message)` when the size is wrong.
-#[doc(hidden)]
 #[allow(clippy::too_many_arguments)]
-pub const fn check_window(
+pub(crate) const fn check_window(
     layer: &str,
     axis: &str,
     input_name: &str,
@@ -224,8 +225,7 @@ pub const fn check_window(
 }
 
 /// The first failed check of two.
-#[doc(hidden)]
-pub const fn either(a: Option<Msg>, b: Option<Msg>) -> Option<Msg> {
+pub(crate) const fn either(a: Option<Msg>, b: Option<Msg>) -> Option<Msg> {
     match a {
         Some(m) => Some(m),
         None => b,
@@ -233,8 +233,7 @@ pub const fn either(a: Option<Msg>, b: Option<Msg>) -> Option<Msg> {
 }
 
 /// Compile-time check that kernel and stride are positive (a zero would divide by zero).
-#[doc(hidden)]
-pub const fn check_positive(layer: &str, kernel: usize, stride: usize) -> Option<Msg> {
+pub(crate) const fn check_positive(layer: &str, kernel: usize, stride: usize) -> Option<Msg> {
     if kernel == 0 || stride == 0 {
         return Some(
             Msg::new()
@@ -269,8 +268,7 @@ const fn static_numel(dims: &[usize]) -> (usize, usize) {
 /// Compile-time check of a reshape between typed shapes: the same element count; or, when
 /// both have one [`Dyn`] dim, static parts of which one divides the other (then the `Dyn`
 /// size follows from the run-time element count). Mixing `Dyn` and static is refused.
-#[doc(hidden)]
-pub const fn check_reshape(from: &[usize], to: &[usize]) -> Option<Msg> {
+pub(crate) const fn check_reshape(from: &[usize], to: &[usize]) -> Option<Msg> {
     let (fd, fnum) = static_numel(from);
     let (td, tnum) = static_numel(to);
     let head = Msg::new().s("reshape: ").dims(from).s(" -> ").dims(to);
@@ -303,8 +301,7 @@ pub const fn check_reshape(from: &[usize], to: &[usize]) -> Option<Msg> {
 }
 
 /// Compile-time check of `flatten` `[B, C, H, W] -> [B, F]`: `F == C·H·W`.
-#[doc(hidden)]
-pub const fn check_flatten(c: usize, h: usize, w: usize, f: usize) -> Option<Msg> {
+pub(crate) const fn check_flatten(c: usize, h: usize, w: usize, f: usize) -> Option<Msg> {
     if c == Dyn || h == Dyn || w == Dyn {
         return Some(
             Msg::new()
@@ -332,8 +329,7 @@ pub const fn check_flatten(c: usize, h: usize, w: usize, f: usize) -> Option<Msg
 
 /// Compile-time check that `perm` is a permutation of the dims and that the output dims the
 /// caller wrote are the input's dims in that order.
-#[doc(hidden)]
-pub const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) -> Option<Msg> {
+pub(crate) const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) -> Option<Msg> {
     let mut seen = [false; 8];
     let mut i = 0;
     while i < perm.len() {
@@ -373,8 +369,7 @@ pub const fn check_permute(dims: &[usize], perm: &[usize], out: &[usize]) -> Opt
 
 /// Compile-time check that a constructor that allocates from the type alone has no [`Dyn`]
 /// dim (its size would be unknown).
-#[doc(hidden)]
-pub const fn check_static(op: &str, dims: &[usize]) -> Option<Msg> {
+pub(crate) const fn check_static(op: &str, dims: &[usize]) -> Option<Msg> {
     let mut i = 0;
     while i < dims.len() {
         if dims[i] == Dyn {
@@ -394,8 +389,7 @@ pub const fn check_static(op: &str, dims: &[usize]) -> Option<Msg> {
 }
 
 /// Compile-time check that columns `off..off + len` fit a last dim of `d`.
-#[doc(hidden)]
-pub const fn check_narrow(off: usize, len: usize, d: usize) -> Option<Msg> {
+pub(crate) const fn check_narrow(off: usize, len: usize, d: usize) -> Option<Msg> {
     if off + len > d {
         return Some(
             Msg::new()

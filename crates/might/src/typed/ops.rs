@@ -299,7 +299,7 @@ impl<const N: usize, const C: usize, const H: usize, const W: usize, E: WithDTyp
     }
 
     /// `[N, C, H, W] -> [N, F]` keeping the batch dim, with `F` written by the caller and
-    /// checked at build: `F == C·H·W`, else "flatten: F = .., but C*H*W = ..".
+    /// checked at build: `F == C·H·W`, else "flatten: F is .. but should be C*H*W = ..".
     #[track_caller]
     pub fn flatten<const F: usize>(&self) -> Result<Tensor2<N, F, E>> {
         const {
@@ -318,7 +318,7 @@ fn reshape_to<T: Typed>(t: &Tensor) -> Result<T> {
     let mut target = T::DIMS.to_vec();
     if let Some(i) = target.iter().position(|&d| d == super::Dyn) {
         let known: usize = target.iter().filter(|&&d| d != super::Dyn).product();
-        target[i] = if known == 0 { 0 } else { t.numel() / known };
+        target[i] = t.numel().checked_div(known).unwrap_or(0);
     }
     Ok(wrap(t.reshape(target)?))
 }
