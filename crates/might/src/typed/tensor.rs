@@ -73,7 +73,7 @@ pub(crate) fn wrap_res<T: Typed>(t: Result<Tensor>) -> Result<T> {
 #[diagnostic::on_unimplemented(
     message = "the last dim of `{Self}` is not {D}",
     label = "the last dim of this tensor must be {D}",
-    note = "an op made for size-{D} rows (a Linear<{D}, _>, a LayerNorm<{D}>, a bias of {D}) got `{Self}`"
+    note = "a Linear<{D}, _> or LayerNorm<{D}> takes rows of {D}, not `{Self}`"
 )]
 pub trait LastDim<const D: usize>: Typed {
     /// The same dims with the last one replaced by `O`.
