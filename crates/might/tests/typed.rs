@@ -15,12 +15,22 @@ use might::typed::{
 };
 use might::{DType, ErrorKind, Result, Tensor};
 
+/// Every test here compares bits, so every test runs the kernels on one thread, set before it
+/// computes anything (the setting is global: a test that changed it halfway through another's
+/// two runs would make them differ). Why one: with two, the CNN's training is not bit-for-bit
+/// reproducible from run to run even for the dynamic model alone (two runs differ in the last
+/// bits of the parameters after three steps), so a comparison would measure that instead.
+fn one_thread() {
+    might::set_num_threads(1);
+}
+
 fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
 #[test]
 fn boundary_checks_rank_static_dims_and_dtype_once() -> Result<()> {
+    one_thread();
     let t = Tensor::randn([5, 784], DType::F32)?;
     let x: Tensor2<Dyn, 784> = Tensor2::from_dyn(t.clone())?;
     assert_eq!(x.dims(), [5, 784]);
@@ -54,6 +64,7 @@ fn boundary_checks_rank_static_dims_and_dtype_once() -> Result<()> {
 
 #[test]
 fn ops_give_the_dynamic_values() -> Result<()> {
+    one_thread();
     might::manual_seed(1);
     let a = Tensor2::<3, 4>::randn()?;
     let b = Tensor2::<4, 2>::randn()?;
@@ -114,6 +125,7 @@ fn ops_give_the_dynamic_values() -> Result<()> {
 
 #[test]
 fn layers_give_dynamic_shapes_values_and_gradients() -> Result<()> {
+    one_thread();
     might::manual_seed(2);
     let conv = Conv2d::<3, 8, 3, 2, 1>::new()?;
     let pool = MaxPool2d::<2>::new();
@@ -282,6 +294,7 @@ fn mlp_typed(data: &[(Tensor, Tensor)]) -> Result<Vec<f64>> {
 
 #[test]
 fn typed_mlp_trains_bit_for_bit_like_the_dynamic_one() -> Result<()> {
+    one_thread();
     // one batch seen four times: the loss must fall
     let data = vec![mnist_like(1, 32)?.remove(0); 4];
     let want = mlp_dynamic(&data)?;
@@ -388,10 +401,7 @@ impl TypedCnn {
 
 #[test]
 fn typed_cnn_trains_bit_for_bit_like_the_dynamic_one() -> Result<()> {
-    // One kernel thread: with two, this CNN's training (dynamic or typed) is not bit-for-bit
-    // reproducible from run to run (a parallel reduction's order varies), so the comparison
-    // would test the scheduler. Other tests of this binary just run single-threaded meanwhile.
-    might::set_num_threads(1);
+    one_thread();
     let data = mnist_like(3, 8)?;
     let adam = || AdamConfig {
         lr: 3e-3,
@@ -557,6 +567,7 @@ impl TypedGpt {
 
 #[test]
 fn typed_gpt_block_trains_bit_for_bit_like_nn_gpt() -> Result<()> {
+    one_thread();
     let cfg = GptConfig {
         vocab_size: V,
         block_size: T,
