@@ -17,9 +17,10 @@ use might::{DType, ErrorKind, Result, Tensor};
 
 /// Every test here compares bits, so every test runs the kernels on one thread, set before it
 /// computes anything (the setting is global: a test that changed it halfway through another's
-/// two runs would make them differ). Why one: with two, the CNN's training is not bit-for-bit
-/// reproducible from run to run even for the dynamic model alone (two runs differ in the last
-/// bits of the parameters after three steps), so a comparison would measure that instead.
+/// two runs would make them differ). Why one: with two, `Conv2d`'s weight gradient is not
+/// bit-for-bit reproducible even for the dynamic layer alone (two freshly built, identical
+/// models get gradients that differ in the last bits; the forward is identical), so a
+/// comparison would measure that instead.
 fn one_thread() {
     might::set_num_threads(1);
 }
