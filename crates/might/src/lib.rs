@@ -33,6 +33,7 @@ pub mod precision;
 pub mod shape;
 pub(crate) mod storage;
 pub mod tensor;
+pub mod typed;
 
 pub use autograd::{no_grad, set_grad_enabled};
 pub use backend::cpu::pool::{
