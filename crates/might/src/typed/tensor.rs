@@ -189,7 +189,7 @@ macro_rules! typed_tensor {
             #[track_caller]
             pub fn to_vec(&self) -> Result<Vec<E>>
             where
-                E: crate::backend::cpu::CpuDType,
+                E: crate::WithDType,
             {
                 self.t.to_vec::<E>()
             }
@@ -248,7 +248,7 @@ macro_rules! typed_tensor {
             #[track_caller]
             pub fn from_vec(data: Vec<E>) -> Result<Self>
             where
-                E: crate::backend::cpu::CpuDType,
+                E: crate::WithDType,
             {
                 const {
             if let Some(m) = check_static(concat!(stringify!($name), "::from_vec"), Self::DIMS) { panic!("{}", m.as_str()) }
@@ -350,7 +350,7 @@ impl<E: WithDType> Tensor0<E> {
     /// A 0-d tensor holding `v`.
     pub fn scalar(v: E) -> Self
     where
-        E: crate::backend::cpu::CpuDType,
+        E: crate::WithDType,
     {
         wrap(Tensor::scalar(v))
     }
