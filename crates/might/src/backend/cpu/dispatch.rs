@@ -63,6 +63,24 @@ impl BackendDevice for CpuDevice {
     }
 }
 
+/// `$f(dense slice, ..)` of an f32 or f64 buffer, wrapped back in the same dtype; other
+/// dtypes are an error naming `$op`.
+macro_rules! float_dense {
+    ($op:expr, $s:expr, $l:expr, |$v:ident| $call:expr) => {
+        Ok(match $s {
+            S::F32(v) => {
+                let $v = dense(v, $l);
+                S::F32($call)
+            }
+            S::F64(v) => {
+                let $v = dense(v, $l);
+                S::F64($call)
+            }
+            s => return Err(unsupported($op, s)),
+        })
+    };
+}
+
 /// Dispatch `$call` with `$f = <T as Arith>::$m` over the dtype of two buffers.
 macro_rules! dispatch_arith {
     ($op:expr, $a:expr, $b:expr, $m:ident, |$u:ident, $v:ident, $f:ident| $call:expr) => {
@@ -593,25 +611,17 @@ impl BackendStorage for S {
             return Err(unsupported("max_pool2d_backward", idx));
         };
         let iv = dense(iv, il);
-        Ok(match self {
-            S::F32(v) => S::F32(kp::max_pool2d_backward(dense(v, l), iv, geom)),
-            S::F64(v) => S::F64(kp::max_pool2d_backward(dense(v, l), iv, geom)),
-            s => return Err(unsupported("max_pool2d_backward", s)),
-        })
+        float_dense!("max_pool2d_backward", self, l, |g| kp::max_pool2d_backward(
+            g, iv, geom
+        ))
     }
     fn avg_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<S> {
-        Ok(match self {
-            S::F32(v) => S::F32(kp::avg_pool2d_forward(dense(v, l), geom)),
-            S::F64(v) => S::F64(kp::avg_pool2d_forward(dense(v, l), geom)),
-            s => return Err(unsupported("avg_pool2d", s)),
-        })
+        float_dense!("avg_pool2d", self, l, |x| kp::avg_pool2d_forward(x, geom))
     }
     fn avg_pool2d_backward(&self, l: &Layout, geom: &PoolGeom) -> Result<S> {
-        Ok(match self {
-            S::F32(v) => S::F32(kp::avg_pool2d_backward(dense(v, l), geom)),
-            S::F64(v) => S::F64(kp::avg_pool2d_backward(dense(v, l), geom)),
-            s => return Err(unsupported("avg_pool2d_backward", s)),
-        })
+        float_dense!("avg_pool2d_backward", self, l, |g| kp::avg_pool2d_backward(
+            g, geom
+        ))
     }
     fn adaptive_avg_pool2d(
         &self,
@@ -620,20 +630,8 @@ impl BackendStorage for S {
         hw: [usize; 2],
         out: [usize; 2],
     ) -> Result<S> {
-        Ok(match self {
-            S::F32(v) => S::F32(kp::adaptive_avg_pool2d_forward(
-                dense(v, l),
-                planes,
-                hw,
-                out,
-            )),
-            S::F64(v) => S::F64(kp::adaptive_avg_pool2d_forward(
-                dense(v, l),
-                planes,
-                hw,
-                out,
-            )),
-            s => return Err(unsupported("adaptive_avg_pool2d", s)),
+        float_dense!("adaptive_avg_pool2d", self, l, |x| {
+            kp::adaptive_avg_pool2d_forward(x, planes, hw, out)
         })
     }
     fn adaptive_avg_pool2d_backward(
@@ -643,20 +641,8 @@ impl BackendStorage for S {
         hw: [usize; 2],
         out: [usize; 2],
     ) -> Result<S> {
-        Ok(match self {
-            S::F32(v) => S::F32(kp::adaptive_avg_pool2d_backward(
-                dense(v, l),
-                planes,
-                hw,
-                out,
-            )),
-            S::F64(v) => S::F64(kp::adaptive_avg_pool2d_backward(
-                dense(v, l),
-                planes,
-                hw,
-                out,
-            )),
-            s => return Err(unsupported("adaptive_avg_pool2d_backward", s)),
+        float_dense!("adaptive_avg_pool2d_backward", self, l, |g| {
+            kp::adaptive_avg_pool2d_backward(g, planes, hw, out)
         })
     }
 
