@@ -1,11 +1,11 @@
-//! Training checkpoints, stored with `might::io::checkpoint` (one safetensors file written
+//! Training checkpoints, stored with `might::optim::checkpoint` (one safetensors file written
 //! atomically): model state, optimizer state, epoch, RNG state and text fields (dataset,
 //! model kind, input shape, class names, normalisation).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use might::io::checkpoint as io;
+use might::optim::checkpoint as io;
 use might::optim::OptimizerState;
 use might::{Result, Tensor};
 

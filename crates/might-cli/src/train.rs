@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use might::data::{DataLoader, Dataset};
-use might::io::state_dict::load_state_dict;
+use might::nn::load_state_dict;
 use might::nn::Module;
 use might::optim::{
     Adam, AdamConfig, AdamW, OneCycleLR, Optimizer, Scheduler, Sgd, SgdConfig, WarmupCosine,

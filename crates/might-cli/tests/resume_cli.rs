@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use might::data::idx::write_idx_u8;
-use might::io::checkpoint::load_checkpoint;
+use might::optim::checkpoint::load_checkpoint;
 
 fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("might-resume-cli-{name}-{}", std::process::id()));

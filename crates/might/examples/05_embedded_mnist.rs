@@ -8,7 +8,7 @@
 
 use might::data::{Dataset, Mnist};
 use might::io::safetensors::load_bytes_with_metadata;
-use might::io::state_dict::load_state_dict;
+use might::nn::load_state_dict;
 use might::nn::{Flatten, Linear, Module, ReLU, Sequential};
 use might::{DType, Error, Result, Tensor};
 

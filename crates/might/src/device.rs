@@ -1,6 +1,14 @@
-//! Where a tensor's data lives. Only the CPU exists today; the enum is the seam where a GPU
-//! backend (wgpu) will plug in: each variant owns its own buffers in `Storage`.
+//! Where a tensor's data lives, and the settings of each device.
+//!
+//! `Device` names a backend; each variant owns its buffers in `Storage` and its settings
+//! (threads, the precision of f32 matrix products, the buffer cache) in its backend. The
+//! process-wide setters (`set_num_threads`, `set_float32_matmul_precision`,
+//! `empty_cache`, ...) are the CPU's, as in PyTorch. This file and `storage.rs` are the only
+//! places outside `backend/` that name a concrete backend.
 
+use crate::backend::cpu::CpuDevice;
+use crate::backend::BackendDevice;
+use crate::MatmulPrecision;
 use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -15,4 +23,72 @@ impl fmt::Display for Device {
             Device::Cpu => f.write_str("cpu"),
         }
     }
+}
+
+/// Run `$e` with `$d` bound to the device's backend.
+macro_rules! backend {
+    ($dev:expr, $d:ident => $e:expr) => {
+        match $dev {
+            Device::Cpu => {
+                let $d = CpuDevice;
+                $e
+            }
+        }
+    };
+}
+
+impl Device {
+    /// Threads this device's kernels run on (CPU: `MIGHT_NUM_THREADS`, else every core).
+    pub fn num_threads(self) -> usize {
+        backend!(self, d => d.num_threads())
+    }
+    /// Set how many threads this device's kernels run on (at least 1).
+    pub fn set_num_threads(self, n: usize) {
+        backend!(self, d => d.set_num_threads(n))
+    }
+    /// The internal precision of this device's f32 matrix products.
+    pub fn matmul_precision(self) -> MatmulPrecision {
+        backend!(self, d => d.matmul_precision())
+    }
+    /// Set the internal precision of this device's f32 matrix products.
+    pub fn set_matmul_precision(self, p: MatmulPrecision) {
+        backend!(self, d => d.set_matmul_precision(p))
+    }
+    /// Bytes held by this device's cache of freed buffers (kept for reuse by later ops).
+    pub fn cached_bytes(self) -> usize {
+        backend!(self, d => d.cached_bytes())
+    }
+    /// Cap this device's buffer cache at `bytes` (0 disables it); frees what no longer fits.
+    pub fn set_cache_limit(self, bytes: usize) {
+        backend!(self, d => d.set_cache_limit(bytes))
+    }
+    /// Free every buffer this device caches (like `torch.cuda.empty_cache`).
+    pub fn empty_cache(self) {
+        backend!(self, d => d.empty_cache())
+    }
+}
+
+/// Threads the CPU kernels use (`torch.get_num_threads`): [`Device::num_threads`] of the CPU.
+pub fn get_num_threads() -> usize {
+    Device::Cpu.num_threads()
+}
+
+/// Set the threads the CPU kernels use (`torch.set_num_threads`).
+pub fn set_num_threads(n: usize) {
+    Device::Cpu.set_num_threads(n)
+}
+
+/// Bytes held by the CPU's buffer cache.
+pub fn buffer_cache_bytes() -> usize {
+    Device::Cpu.cached_bytes()
+}
+
+/// Cap the CPU's buffer cache (bytes; 0 disables it).
+pub fn set_buffer_cache_limit(bytes: usize) {
+    Device::Cpu.set_cache_limit(bytes)
+}
+
+/// Free every buffer the CPU caches.
+pub fn empty_cache() {
+    Device::Cpu.empty_cache()
 }

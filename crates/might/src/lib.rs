@@ -36,11 +36,10 @@ pub mod tensor;
 pub mod typed;
 
 pub use autograd::{no_grad, set_grad_enabled};
-pub use backend::cpu::pool::{
-    cached_bytes as buffer_cache_bytes, empty_cache, set_cache_limit as set_buffer_cache_limit,
+pub use device::{
+    buffer_cache_bytes, empty_cache, get_num_threads, set_buffer_cache_limit, set_num_threads,
+    Device,
 };
-pub use backend::cpu::threads::{get_num_threads, set_num_threads};
-pub use device::Device;
 pub use dtype::{DType, WithDType};
 pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;

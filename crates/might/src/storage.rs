@@ -7,8 +7,8 @@
 
 use crate::backend::cpu::{CpuDevice, CpuStorage};
 use crate::backend::{
-    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate, PoolGeom,
-    ReduceOp, UnaryOp,
+    AttnGeom, BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate,
+    PoolGeom, ReduceOp, UnaryOp,
 };
 use crate::tensor::random::Generator;
 use crate::{DType, Device, Error, ErrorKind, Layout, Result, WithDType};
@@ -64,6 +64,36 @@ impl Storage {
             Device::Cpu => Ok(Storage::Cpu(CpuDevice.storage_from_f64(dtype, values)?)),
         }
     }
+    /// See [`BackendDevice::storage_from_u8_images`].
+    pub(crate) fn from_u8_images(
+        device: Device,
+        samples: &[&[u8]],
+        channels: usize,
+        scale: &[f32],
+        shift: &[f32],
+    ) -> Result<Storage> {
+        let per = samples.first().map_or(0, |s| s.len());
+        if samples.iter().any(|s| s.len() != per)
+            || (channels == 0 && per > 0)
+            || !per.is_multiple_of(channels.max(1))
+            || scale.len() < channels
+            || shift.len() < channels
+        {
+            return Err(Error::invalid(
+                "from_u8_images",
+                format!(
+                    "samples of unequal lengths or not {channels} planes each, or an affine of {} / {} channels",
+                    scale.len(),
+                    shift.len()
+                ),
+            ));
+        }
+        match device {
+            Device::Cpu => Ok(Storage::Cpu(
+                CpuDevice.storage_from_u8_images(samples, channels, scale, shift)?,
+            )),
+        }
+    }
     pub(crate) fn from_vec<T: WithDType>(device: Device, data: Vec<T>) -> Result<Storage> {
         match device {
             Device::Cpu => Ok(Storage::Cpu(CpuDevice.storage_from_vec(data)?)),
@@ -101,14 +131,12 @@ impl Storage {
     pub fn device(&self) -> Device {
         one!(self, s => s.device())
     }
+    /// Elements in the buffer.
+    pub(crate) fn len(&self) -> usize {
+        one!(self, s => BackendStorage::len(s))
+    }
     pub fn dtype(&self) -> DType {
         one!(self, s => BackendStorage::dtype(s))
-    }
-
-    /// The CPU buffer, for the CPU kernels of fused ops that have not moved behind the backend
-    /// interface yet.
-    pub(crate) fn cpu(&self) -> &CpuStorage {
-        one!(self, s => s)
     }
 
     // ---- host ----
@@ -445,6 +473,82 @@ impl Storage {
                 l, lse, c, target, probs, eps, cw, scale,
             )?))
         })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn causal_softmax(
+        &self,
+        l: &Layout,
+        t: usize,
+        s: usize,
+        scale: f64,
+        offset: usize,
+    ) -> Result<Option<Storage>> {
+        one!(self, x => Ok(x.causal_softmax(l, t, s, scale, offset)?.map(Storage::Cpu)))
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn causal_softmax_backward(
+        &self,
+        gl: &Layout,
+        y: &Storage,
+        yl: &Layout,
+        t: usize,
+        s: usize,
+        scale: f64,
+        offset: usize,
+    ) -> Result<Storage> {
+        two!("causal_softmax_backward", self, y, |g, y| Ok(Storage::Cpu(
+            g.causal_softmax_backward(gl, y, yl, t, s, scale, offset)?
+        )))
+    }
+    /// Fused attention with `self` = q (k and v the same buffer when packed).
+    pub(crate) fn attention(
+        &self,
+        k: &Storage,
+        v: &Storage,
+        geom: &AttnGeom,
+    ) -> Result<Option<(Storage, Storage)>> {
+        #[allow(unreachable_patterns)]
+        match (self, k, v) {
+            (Storage::Cpu(q), Storage::Cpu(k), Storage::Cpu(v)) => Ok(q
+                .attention(k, v, geom)?
+                .map(|(y, p)| (Storage::Cpu(y), Storage::Cpu(p)))),
+            (q, k, v) => {
+                let other = if k.device() != q.device() { k } else { v };
+                Err(devices_differ("attention", q.device(), other.device()))
+            }
+        }
+    }
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn attention_backward(
+        &self,
+        k: &Storage,
+        v: &Storage,
+        saved: &Storage,
+        dy: &Storage,
+        dy_offsets: &[usize],
+        dy_row_stride: usize,
+        geom: &AttnGeom,
+    ) -> Result<Vec<Storage>> {
+        #[allow(unreachable_patterns)]
+        match (self, k, v, saved, dy) {
+            (
+                Storage::Cpu(q),
+                Storage::Cpu(k),
+                Storage::Cpu(v),
+                Storage::Cpu(p),
+                Storage::Cpu(g),
+            ) => Ok(q
+                .attention_backward(k, v, p, g, dy_offsets, dy_row_stride, geom)?
+                .into_iter()
+                .map(Storage::Cpu)
+                .collect()),
+            (q, k, v, p, g) => {
+                let other = [k, v, p, g].into_iter().find(|o| o.device() != q.device());
+                let other = other.map_or(q.device(), |o| o.device());
+                Err(devices_differ("attention_backward", q.device(), other))
+            }
+        }
     }
 
     pub(crate) fn optimizer_update(

@@ -368,6 +368,19 @@ fn flip_and_crop_keep_pixels_from_the_image() {
             .all(|&p| p == 0.0 || (1.0 / 255.0..=48.5 / 255.0).contains(&p)));
     }
     assert!(offsets.len() > 3, "{offsets:?}");
+
+    // With Normalize, the crop's padding is a normalised 0 pixel ((0 - 0.5) / 0.25 = -2), and
+    // image pixels are normalised the same way wherever they land.
+    let norm = Transform::Normalize {
+        mean: vec![0.5],
+        std: vec![0.25],
+    };
+    let ds = crop.with_transforms(vec![norm, Transform::RandomCrop { padding: 2 }], 5);
+    let w = ds.get_batch(&idx).unwrap().0.to_vec::<f32>().unwrap();
+    for (a, b) in w.iter().zip(&v) {
+        assert!((a - (b - 0.5) / 0.25).abs() < 1e-5, "{a} vs {b}");
+    }
+    assert!(w.contains(&-2.0));
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! might::io: round trips for every format × dtype, PyTorch/NumPy/safetensors fixtures made by
 //! tests/fixtures/gen_io.py, and a corpus of malformed files that must all fail cleanly.
 
-use might::io::{checkpoint, npy, npz, pt, raw, safetensors, state_dict};
+use might::io::{npy, npz, pt, raw, safetensors};
+use might::nn::state_dict;
+use might::optim::checkpoint;
 use might::{DType, ErrorKind, Tensor};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

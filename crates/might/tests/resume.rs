@@ -5,10 +5,10 @@
 //! One test function per concern, and a single one touches the global generator, because the
 //! generator is process-wide and tests in one binary run in parallel.
 
-use might::io::checkpoint::{load_checkpoint, save_checkpoint, Checkpoint};
-use might::io::state_dict::load_state_dict;
 use might::nn::functional::{cross_entropy, CrossEntropyOptions};
+use might::nn::load_state_dict;
 use might::nn::{Dropout, Linear, Module, ReLU, Sequential};
+use might::optim::checkpoint::{load_checkpoint, save_checkpoint, Checkpoint};
 use might::optim::{AdamConfig, AdamW, Optimizer, Scheduler, WarmupCosine};
 use might::tensor::random::{global_state, set_global_state};
 use might::{DType, Generator, Tensor};

@@ -1,7 +1,8 @@
 //! A module's state_dict survives a safetensors round trip into a fresh module, and strict
 //! loading reports every problem at once.
 
-use might::io::{safetensors, state_dict::load_state_dict};
+use might::io::safetensors;
+use might::nn::load_state_dict;
 use might::nn::{Linear, Module, ReLU, Sequential};
 use might::{DType, Tensor};
 

@@ -47,3 +47,27 @@ pub fn out_len(
     let padded = input + 2 * pad;
     (padded >= span).then(|| (padded - span) / stride + 1)
 }
+
+/// Where the (batch, head) pairs of one fused attention `softmax(scale · q kᵀ) v` live in their
+/// buffers: `groups` groups of `per_group` pairs (the heads of one batch entry side by side),
+/// pair `i`'s `[rows, cols]` matrix of operand `j` starting at element `offsets[j][i]` with row
+/// stride `row_strides[j]` and contiguous rows. A backend writes the output `[groups, l,
+/// per_group, dv]` (merging the heads after it is a free reshape) and the gradients
+/// `[groups, rows, per_group, cols]` each, or, when `packed`, one `[groups, l, 3, per_group,
+/// d]` buffer: the gradient of the packed `[.., L, 3·H·D]` projection q, k and v are thirds of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttnGeom {
+    /// Queries, keys, key dim and value dim of one pair.
+    pub l: usize,
+    pub s: usize,
+    pub d: usize,
+    pub dv: usize,
+    /// `Some(o)`: query `i` sees keys `0..=i + o` (causal); `None`: every key.
+    pub causal: Option<usize>,
+    pub scale: f64,
+    pub groups: usize,
+    pub per_group: usize,
+    pub offsets: [Vec<usize>; 3],
+    pub row_strides: [usize; 3],
+    pub packed: bool,
+}

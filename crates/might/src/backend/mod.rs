@@ -19,7 +19,7 @@ pub mod cpu;
 pub mod geom;
 
 use crate::tensor::random::Generator;
-use crate::{DType, Device, Layout, Result, WithDType};
+use crate::{DType, Device, Layout, MatmulPrecision, Result, WithDType};
 
 /// Elementwise functions of one float tensor (the parameterised ones carry their scalars).
 ///
@@ -161,7 +161,7 @@ pub enum ReduceOp {
     Any,
 }
 
-pub use geom::{ConvGeom, PoolGeom};
+pub use geom::{AttnGeom, ConvGeom, PoolGeom};
 
 /// The target of a fused cross-entropy: a class index per row (`None`: ignored), checked
 /// against the class count on the host, or probability rows passed beside it.
@@ -260,12 +260,55 @@ pub(crate) trait BackendDevice {
         std: f64,
         rng: &mut Generator,
     ) -> Result<Self::Storage>;
+    /// An f32 batch from u8 samples (each `channels` planes of `len / channels` pixels, side by
+    /// side): `v as f32 * scale[c] + shift[c]` per pixel of channel `c`. What datasets of images
+    /// build their batches with; uploading u8 and converting on the device moves a quarter of
+    /// the bytes. The default converts on the host.
+    fn storage_from_u8_images(
+        &self,
+        samples: &[&[u8]],
+        channels: usize,
+        scale: &[f32],
+        shift: &[f32],
+    ) -> Result<Self::Storage> {
+        let mut out = Vec::with_capacity(samples.iter().map(|s| s.len()).sum());
+        for s in samples {
+            let plane = s.len() / channels.max(1);
+            for (i, &v) in s.iter().enumerate() {
+                let c = i / plane.max(1);
+                out.push(v as f32 * scale[c] + shift[c]);
+            }
+        }
+        self.storage_from_vec(out)
+    }
+
+    // ---- per-device settings (a device without one keeps these answers) ----
+    /// Threads this device's kernels run on.
+    fn num_threads(&self) -> usize {
+        1
+    }
+    fn set_num_threads(&self, _n: usize) {}
+    /// Internal precision of f32 matrix products.
+    fn matmul_precision(&self) -> MatmulPrecision {
+        MatmulPrecision::Highest
+    }
+    fn set_matmul_precision(&self, _p: MatmulPrecision) {}
+    /// Bytes held by the device's cache of freed buffers.
+    fn cached_bytes(&self) -> usize {
+        0
+    }
+    /// Cap the buffer cache at `bytes` (0 disables it), freeing what no longer fits.
+    fn set_cache_limit(&self, _bytes: usize) {}
+    /// Free every cached buffer.
+    fn empty_cache(&self) {}
 }
 
 /// A device buffer and the kernels that read it. Results are fresh contiguous buffers in the
 /// logical order of the output shape unless a method says otherwise.
 pub(crate) trait BackendStorage: Sized {
     fn dtype(&self) -> DType;
+    /// Elements in the buffer.
+    fn len(&self) -> usize;
     fn device(&self) -> Device;
 
     // ---- reading back to the host ----
@@ -466,6 +509,63 @@ pub(crate) trait BackendStorage: Sized {
         Err(crate::Error::invalid(
             "cross_entropy_backward",
             "this backend has no fused cross-entropy",
+        ))
+    }
+
+    /// `softmax(scale · x)` over contiguous rows of `s` keys with the causal mask: row `r` is
+    /// query `r % t`, which sees keys `0..=query + offset`; masked entries exactly 0.
+    fn causal_softmax(
+        &self,
+        _l: &Layout,
+        _t: usize,
+        _s: usize,
+        _scale: f64,
+        _offset: usize,
+    ) -> Result<Option<Self>> {
+        Ok(None)
+    }
+    /// Its backward from the output gradient `self` and the output `y` (both contiguous):
+    /// `scale·y·(g - Σ g·y)` on the visible keys. Provided with the forward.
+    #[allow(clippy::too_many_arguments)]
+    fn causal_softmax_backward(
+        &self,
+        _gl: &Layout,
+        _y: &Self,
+        _yl: &Layout,
+        _t: usize,
+        _s: usize,
+        _scale: f64,
+        _offset: usize,
+    ) -> Result<Self> {
+        Err(crate::Error::invalid(
+            "causal_softmax_backward",
+            "this backend has no fused causal softmax",
+        ))
+    }
+
+    /// Fused attention `softmax(scale · q kᵀ) v` with `self` = q, laid out as `geom` says:
+    /// the output and what the backward needs saved (backend-private, e.g. the probabilities).
+    /// For a packed geometry q, k and v are one buffer.
+    fn attention(&self, _k: &Self, _v: &Self, _geom: &AttnGeom) -> Result<Option<(Self, Self)>> {
+        Ok(None)
+    }
+    /// Its backward: the gradients of q, k, v (one buffer when packed) from the output
+    /// gradient `dy`, pair `i`'s rows at `dy_offsets[i]` with row stride `dy_row_stride`.
+    /// Provided with the forward.
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        _k: &Self,
+        _v: &Self,
+        _saved: &Self,
+        _dy: &Self,
+        _dy_offsets: &[usize],
+        _dy_row_stride: usize,
+        _geom: &AttnGeom,
+    ) -> Result<Vec<Self>> {
+        Err(crate::Error::invalid(
+            "attention_backward",
+            "this backend has no fused attention",
         ))
     }
 

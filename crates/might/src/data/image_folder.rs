@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::transforms::{Pipeline, Transform};
 use super::{gather_images, gather_labels, Dataset};
-use crate::{Error, Result, Tensor};
+use crate::{Device, Error, Result, Tensor};
 
 /// How to turn files into samples.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -109,14 +109,21 @@ impl ImageFolder {
                 format!("no png/jpeg images under {}", root.display()),
             ));
         }
-        let decoded: Vec<Result<(Vec<u8>, [usize; 3])>> =
-            crate::backend::cpu::threads::install(|| {
-                use rayon::prelude::*;
-                files
-                    .par_iter()
-                    .map(|(p, _)| load_image(p, opts.grayscale, opts.size))
-                    .collect()
-            });
+        // decode on as many threads as the CPU kernels use (`set_num_threads`)
+        let decode = || -> Vec<Result<(Vec<u8>, [usize; 3])>> {
+            use rayon::prelude::*;
+            files
+                .par_iter()
+                .map(|(p, _)| load_image(p, opts.grayscale, opts.size))
+                .collect()
+        };
+        let workers = rayon::ThreadPoolBuilder::new()
+            .num_threads(Device::Cpu.num_threads())
+            .build();
+        let decoded = match workers {
+            Ok(pool) => pool.install(decode),
+            Err(_) => decode(),
+        };
         let mut chw = None;
         let mut images = Vec::new();
         for (d, (p, _)) in decoded.into_iter().zip(&files) {

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 
 use super::queue::Queue;
 use super::Dataset;
-use crate::{Error, Generator, Result, Tensor};
+use crate::{Device, Error, Generator, Result, Tensor};
 
 /// Iterates a dataset in batches (`torch.utils.data.DataLoader`).
 ///
@@ -22,6 +22,7 @@ pub struct DataLoader {
     seed: u64,
     epoch: AtomicU64,
     prefetch: usize,
+    device: Device,
 }
 
 impl DataLoader {
@@ -41,6 +42,7 @@ impl DataLoader {
             seed,
             epoch: AtomicU64::new(0),
             prefetch: 8,
+            device: Device::Cpu,
         }
     }
 
@@ -50,6 +52,18 @@ impl DataLoader {
     pub fn with_prefetch(mut self, batches: usize) -> DataLoader {
         self.prefetch = batches;
         self
+    }
+
+    /// Deliver the batches on `device` (the model's): datasets build them on the host, and the
+    /// loader thread moves them, so the copy overlaps with the training step.
+    pub fn with_device(mut self, device: Device) -> DataLoader {
+        self.device = device;
+        self
+    }
+
+    /// Where the batches are delivered.
+    pub fn device(&self) -> Device {
+        self.device
     }
 
     pub fn dataset(&self) -> &Arc<dyn Dataset> {
@@ -121,11 +135,13 @@ impl DataLoader {
         }
         let batches = self.epoch_batches(epoch);
         let ds = self.dataset.clone();
+        let device = self.device;
         if self.prefetch == 0 {
             return DataLoaderIter {
                 inner: Inner::Sync {
                     ds,
                     batches: batches.into_iter(),
+                    device,
                 },
             };
         }
@@ -144,7 +160,7 @@ impl DataLoader {
                 let tx = Finish(tx);
                 for b in batches {
                     // A closed queue means the iterator was dropped: stop early.
-                    if !tx.0.push(ds.get_batch(&b)) {
+                    if !tx.0.push(fetch(&*ds, &b, device)) {
                         break;
                     }
                 }
@@ -171,6 +187,12 @@ impl IntoIterator for &DataLoader {
     }
 }
 
+/// Batch `idx` of `ds` on `device`.
+fn fetch(ds: &dyn Dataset, idx: &[usize], device: Device) -> Result<(Tensor, Tensor)> {
+    let (x, y) = ds.get_batch(idx)?;
+    Ok((x.to_device(device)?, y.to_device(device)?))
+}
+
 /// Batches built ahead by the loader thread.
 type BatchQueue = Queue<Result<(Tensor, Tensor)>>;
 
@@ -183,6 +205,7 @@ enum Inner {
     Sync {
         ds: Arc<dyn Dataset>,
         batches: std::vec::IntoIter<Vec<usize>>,
+        device: Device,
     },
     Thread {
         rx: Option<Arc<BatchQueue>>,
@@ -195,7 +218,11 @@ impl Iterator for DataLoaderIter {
     type Item = Result<(Tensor, Tensor)>;
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
-            Inner::Sync { ds, batches } => batches.next().map(|b| ds.get_batch(&b)),
+            Inner::Sync {
+                ds,
+                batches,
+                device,
+            } => batches.next().map(|b| fetch(&**ds, &b, *device)),
             Inner::Thread { rx, handle } => {
                 let got = rx.as_ref().and_then(|q| q.pop());
                 if got.is_none() {

@@ -35,9 +35,8 @@ pub use mnist::Mnist;
 pub use text::CharDataset;
 pub use transforms::Transform;
 
-use crate::backend::cpu::prefetch::prefetch;
-use crate::backend::cpu::{simd, threads};
-use crate::{Error, Result, Tensor};
+use crate::storage::Storage;
+use crate::{Device, Error, Result, Tensor};
 
 /// A collection of samples addressable by index, batched by the dataset itself.
 ///
@@ -108,7 +107,9 @@ pub(crate) fn check_indices(op: &str, idx: &[usize], n: usize) -> Result<()> {
 }
 
 /// Gather u8 images `[n, c, h, w]` (flat, sample-major) into an f32 batch `[b, c, h, w]`,
-/// scaling to [0, 1] and applying `transforms` in the same pass.
+/// scaling to [0, 1] and normalising in the same pass (a backend kernel); random crops and
+/// flips move the u8 pixels first (they commute with the per-channel affine: a padded pixel
+/// is a 0, whatever the normalisation makes of it).
 pub(crate) fn gather_images(
     op: &str,
     images: &[u8],
@@ -119,51 +120,17 @@ pub(crate) fn gather_images(
     let [c, h, w] = chw;
     let per = c * h * w;
     check_indices(op, idx, images.len() / per.max(1))?;
-    // every element is written below; a reused buffer saves a batch's worth of page faults
-    let mut out = crate::backend::cpu::pool::output::<f32>(idx.len() * per);
     let (scale, shift) = transforms.channel_affine(c);
-    // One sample per share, on the kernel threads; the u8 -> f32 affine in the widest SIMD
-    // build (it was ~10 % of an MNIST MLP step on the main thread as a baseline-SSE2 loop).
-    // A batch is random samples of an array larger than the caches, so each image waited for
-    // memory line after line (~0.8 ns per pixel): convert one while the image `AHEAD` places
-    // on is fetched (an epoch of random 64-image MNIST batches at one thread: 26-27 -> 8.3 ms;
-    // 4 ahead: 10-10.5 ms).
-    const AHEAD: usize = 8;
-    let image = |k: usize| {
-        idx.get(k)
-            .map_or(&[][..], |&i| &images[i * per..(i + 1) * per])
-    };
-    for k in 0..AHEAD {
-        prefetch(image(k));
-    }
-    let convert = |dst: &mut [f32], k: usize| {
-        prefetch(image(k + AHEAD));
-        let src = image(k);
-        for ch in 0..c {
-            let (a, b) = (scale[ch], shift[ch]);
-            let (s, d) = (
-                &src[ch * h * w..(ch + 1) * h * w],
-                &mut dst[ch * h * w..(ch + 1) * h * w],
-            );
-            simd::run(
-                #[inline(always)]
-                || {
-                    for (o, &v) in d.iter_mut().zip(s) {
-                        *o = v as f32 * a + b;
-                    }
-                },
-            );
-        }
-    };
-    if per > 0 && threads::parallel(out.len()) {
-        threads::for_each_chunk(&mut out, per, |k, dst| convert(dst, k));
+    let image = |i: usize| &images[i * per..(i + 1) * per];
+    let moved: Vec<Vec<u8>>;
+    let samples: Vec<&[u8]> = if transforms.has_random() {
+        moved = transforms.apply_random(idx.iter().map(|&i| image(i).to_vec()).collect(), chw);
+        moved.iter().map(Vec::as_slice).collect()
     } else {
-        for (k, dst) in out.chunks_exact_mut(per.max(1)).enumerate() {
-            convert(dst, k);
-        }
-    }
-    transforms.apply_random(&mut out, chw);
-    Tensor::from_vec(out, [idx.len(), c, h, w])
+        idx.iter().map(|&i| image(i)).collect()
+    };
+    let batch = Storage::from_u8_images(Device::Cpu, &samples, c, &scale, &shift)?;
+    Ok(Tensor::from_storage(batch, [idx.len(), c, h, w]))
 }
 
 /// Class labels (u8) of the samples at `idx` as an i64 tensor.

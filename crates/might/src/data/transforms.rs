@@ -68,26 +68,29 @@ impl Pipeline {
         (scale, shift)
     }
 
-    /// Apply the random transforms to each `[c, h, w]` sample of `batch`.
-    pub(crate) fn apply_random(&self, batch: &mut [f32], chw: [usize; 3]) {
-        if !self
-            .transforms
+    /// Whether any transform is random (crops, flips).
+    pub(crate) fn has_random(&self) -> bool {
+        self.transforms
             .iter()
             .any(|t| !matches!(t, Transform::Normalize { .. }))
-        {
-            return;
+    }
+
+    /// Apply the random transforms to each `[c, h, w]` u8 sample, in order (padding is 0).
+    pub(crate) fn apply_random(&self, mut samples: Vec<Vec<u8>>, chw: [usize; 3]) -> Vec<Vec<u8>> {
+        if !self.has_random() {
+            return samples;
         }
-        let (_, shift) = self.channel_affine(chw[0]);
+        let fill = vec![0u8; chw[0]];
         let per = chw.iter().product::<usize>();
-        let mut guard = self.rng.lock().unwrap();
+        let mut guard = self.rng.lock().unwrap_or_else(|e| e.into_inner());
         let rng = guard.get_or_insert_with(|| Generator::new(0));
-        let mut scratch = vec![0f32; per];
-        for sample in batch.chunks_exact_mut(per) {
+        let mut scratch = vec![0u8; per];
+        for sample in samples.iter_mut() {
             for t in &self.transforms {
                 match t {
                     Transform::Normalize { .. } => {}
                     Transform::RandomCrop { padding } => {
-                        random_crop(sample, &mut scratch, chw, *padding, &shift, rng)
+                        random_crop(sample, &mut scratch, chw, *padding, &fill, rng)
                     }
                     Transform::RandomHorizontalFlip => {
                         if rng.below(2) == 1 {
@@ -97,17 +100,18 @@ impl Pipeline {
                 }
             }
         }
+        samples
     }
 }
 
-/// Crop at a random offset in `[0, 2 * pad]` of the zero-padded image; `fill[c]` is the value
-/// a zero pixel has after normalisation.
-fn random_crop(
-    sample: &mut [f32],
-    scratch: &mut [f32],
+/// Crop at a random offset in `[0, 2 * pad]` of the padded image; `fill[c]` is channel `c`'s
+/// padding.
+fn random_crop<T: Copy>(
+    sample: &mut [T],
+    scratch: &mut [T],
     [c, h, w]: [usize; 3],
     pad: usize,
-    fill: &[f32],
+    fill: &[T],
     rng: &mut Generator,
 ) {
     if pad == 0 {
@@ -132,7 +136,7 @@ fn random_crop(
     }
 }
 
-fn hflip(sample: &mut [f32], [_, _, w]: [usize; 3]) {
+fn hflip<T>(sample: &mut [T], [_, _, w]: [usize; 3]) {
     for row in sample.chunks_exact_mut(w) {
         row.reverse();
     }

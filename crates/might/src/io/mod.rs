@@ -1,12 +1,12 @@
 //! Reading and writing tensors: safetensors, NumPy `.npy`/`.npz`, PyTorch `.pt`/`.pth`, raw
-//! little-endian dumps, `state_dict` loading into parameters, and training checkpoints.
+//! little-endian dumps. Formats only: loading into a model is `nn::load_state_dict`, training
+//! checkpoints are `optim::checkpoint`.
 //!
 //! Every loader treats its input as hostile: sizes are checked against the bytes actually
 //! present *before* anything is allocated, nesting and stack depths are capped, and every
 //! problem comes back as a `might::Error` (kind `Format` or `Io`) that names the file format
 //! and what is wrong. No input makes a loader panic.
 
-pub mod checkpoint;
 mod json;
 pub mod npy;
 pub mod npz;
@@ -14,7 +14,6 @@ mod pickle;
 pub mod pt;
 pub mod raw;
 pub mod safetensors;
-pub mod state_dict;
 mod zip;
 
 use crate::{DType, Error, Result, Tensor};

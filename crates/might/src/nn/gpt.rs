@@ -7,9 +7,9 @@
 //! [`Module::named_parameters`] reports the tied tensor once (as `transformer.wte.weight`, so an
 //! optimizer updates it once) while [`Module::state_dict`] lists it under both keys.
 
-use super::attention::{causal_softmax, fused_attention, fused_attention_packed};
 use super::layers::as_param;
 use super::{functional, init, prefixed, Embedding, LayerNorm, Linear, Module};
+use crate::ops::attention::{causal_softmax, fused_attention, fused_attention_packed};
 use crate::{no_grad, DType, Error, Result, Tensor};
 
 /// Size of a [`Gpt`] (nanoGPT's `GPTConfig`).

@@ -29,7 +29,6 @@
 
 mod activation;
 mod attention;
-mod attention_kernels;
 mod conv;
 pub mod functional;
 pub mod generate;
@@ -39,6 +38,7 @@ pub mod init;
 mod layers;
 mod loss;
 mod norm;
+pub mod state_dict;
 
 pub use activation::{LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
 pub use attention::{causal_softmax, scaled_dot_product_attention, MhaConfig, MultiheadAttention};
@@ -52,8 +52,9 @@ pub use functional::{
 pub use gpt::{Gpt, GptConfig, KvCache};
 pub use layers::{Dropout, Embedding, Flatten, Identity, Linear};
 pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm};
+pub use state_dict::{load_into, load_state_dict, LoadReport};
 
-use crate::{Result, Tensor};
+use crate::{Device, Result, Tensor};
 
 /// A layer or a model: a forward function plus named parameters and buffers.
 ///
@@ -97,6 +98,30 @@ pub trait Module: Send + Sync {
         let mut v = self.named_parameters();
         v.extend(self.named_buffers());
         v
+    }
+
+    /// Copy `tensors` into the parameters and buffers with the same names, in place
+    /// (PyTorch's `module.load_state_dict(sd, strict)`; see [`load_into`]).
+    #[track_caller]
+    fn load_state_dict(&self, tensors: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
+        load_into(&self.state_dict(), tensors, strict)
+    }
+
+    /// Move every parameter and buffer to `device`, in place (PyTorch's `module.to(device)`):
+    /// the tensors keep their identity, so an optimizer built on them, tied weights and views
+    /// follow; their gradients move too.
+    fn to_device(&self, device: Device) -> Result<()> {
+        for (_, t) in self.state_dict() {
+            t.move_storage_to(device)?;
+        }
+        Ok(())
+    }
+
+    /// The device of the first parameter (the CPU for a module without parameters).
+    fn device(&self) -> Device {
+        self.parameters()
+            .first()
+            .map_or(Device::Cpu, Tensor::device)
     }
 
     /// Evaluation mode (`train(false)`).

@@ -2,6 +2,7 @@
 //! the backend interface ([`crate::backend`]) through [`crate::Storage`]. Each op's forward and
 //! backward (the closure passed to `record`) sit together; the loops live in the backends.
 
+pub mod attention;
 pub mod binary;
 pub mod conv;
 pub mod convert;

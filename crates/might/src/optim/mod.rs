@@ -19,6 +19,7 @@
 //! state (including Adam's step count) does not advance, as in PyTorch.
 
 mod adam;
+pub mod checkpoint;
 mod clip;
 mod kernel;
 mod rmsprop;
@@ -26,6 +27,7 @@ mod schedule;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
+pub use checkpoint::{load_checkpoint, save_checkpoint, Checkpoint};
 pub use clip::{clip_grad_norm_, clip_grad_norm_p_, clip_grad_value_};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use schedule::{

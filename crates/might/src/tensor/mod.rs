@@ -32,7 +32,6 @@ pub(crate) struct TensorImpl {
     pub(crate) storage: Arc<RwLock<Storage>>,
     pub(crate) layout: Layout,
     pub(crate) dtype: DType,
-    pub(crate) device: Device,
     pub(crate) requires_grad: AtomicBool,
     /// How this tensor was computed (None for leaves and for tensors outside the graph).
     pub(crate) node: Mutex<Option<Arc<Node>>>,
@@ -47,16 +46,12 @@ pub struct Tensor(pub(crate) Arc<TensorImpl>);
 impl Tensor {
     /// Wrap storage + layout into a new tensor outside the autograd graph.
     pub(crate) fn from_parts(storage: Arc<RwLock<Storage>>, layout: Layout) -> Tensor {
-        let (dtype, device) = {
-            let s = storage.read().unwrap();
-            (s.dtype(), s.device())
-        };
+        let dtype = storage.read().unwrap().dtype();
         Tensor(Arc::new(TensorImpl {
             id: TensorId::new(),
             storage,
             layout,
             dtype,
-            device,
             requires_grad: AtomicBool::new(false),
             node: Mutex::new(None),
             grad: Mutex::new(None),
@@ -158,8 +153,10 @@ impl Tensor {
     pub fn dtype(&self) -> DType {
         self.0.dtype
     }
+    /// Where the data lives: the storage's device (which `Module::to_device` may move, for
+    /// every view of it at once).
     pub fn device(&self) -> Device {
-        self.0.device
+        self.storage().device()
     }
     pub fn is_contiguous(&self) -> bool {
         self.0.layout.is_contiguous()
@@ -174,6 +171,24 @@ impl Tensor {
     }
     pub(crate) fn storage_mut(&self) -> RwLockWriteGuard<'_, Storage> {
         self.0.storage.write().unwrap()
+    }
+
+    /// Move the whole storage under this tensor to `device` in place, with its gradient: every
+    /// view of it and every handle (an optimizer's, a tied weight's) now sees it there. What
+    /// `Module::to_device` does to each parameter and buffer (PyTorch's `module.to(device)`).
+    pub(crate) fn move_storage_to(&self, device: Device) -> Result<()> {
+        if let Some(g) = self.grad() {
+            g.move_storage_to(device)?;
+        }
+        if self.device() == device {
+            return Ok(());
+        }
+        let moved = {
+            let s = self.storage();
+            s.copy_to(&Layout::contiguous([s.len()]), device)?
+        };
+        *self.storage_mut() = moved;
+        Ok(())
     }
 
     /// Read the elements (in logical order) as a `Vec<T>`; `T` must match the dtype.

@@ -8,14 +8,15 @@ use super::reduce::{reduce, ArgExt, Fold, Sum};
 use super::strided::RowPlan;
 use super::unary_ops::{self, float_zip, FloatExt};
 use super::{
-    conv as k, fused, loss, optim, pool, pooling as kp, softmax as ks, CpuDType, CpuStorage as S,
+    attention, conv as k, fused, loss, optim, pool, pooling as kp, softmax as ks, CpuDType,
+    CpuStorage as S,
 };
 use crate::backend::{
-    BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate, PoolGeom,
-    ReduceOp, UnaryOp,
+    AttnGeom, BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate,
+    PoolGeom, ReduceOp, UnaryOp,
 };
 use crate::tensor::random::Generator;
-use crate::{with_cpu, DType, Device, Error, Layout, Result, WithDType};
+use crate::{with_cpu, DType, Device, Error, Layout, MatmulPrecision, Result, WithDType};
 use half::{bf16, f16};
 
 /// The CPU as a [`BackendDevice`] (there is one: threads are a process setting).
@@ -32,6 +33,38 @@ impl BackendDevice for CpuDevice {
     }
     fn storage_from_vec<T: WithDType>(&self, data: Vec<T>) -> Result<S> {
         Ok(T::wrap(data))
+    }
+    fn num_threads(&self) -> usize {
+        super::threads::get_num_threads()
+    }
+    fn set_num_threads(&self, n: usize) {
+        super::threads::set_num_threads(n)
+    }
+    fn matmul_precision(&self) -> MatmulPrecision {
+        crate::precision::get_float32_matmul_precision()
+    }
+    fn set_matmul_precision(&self, p: MatmulPrecision) {
+        crate::precision::set_float32_matmul_precision(p)
+    }
+    fn cached_bytes(&self) -> usize {
+        pool::cached_bytes()
+    }
+    fn set_cache_limit(&self, bytes: usize) {
+        pool::set_cache_limit(bytes)
+    }
+    fn empty_cache(&self) {
+        pool::empty_cache()
+    }
+    fn storage_from_u8_images(
+        &self,
+        samples: &[&[u8]],
+        channels: usize,
+        scale: &[f32],
+        shift: &[f32],
+    ) -> Result<S> {
+        Ok(S::F32(super::images::u8_images_affine(
+            samples, channels, scale, shift,
+        )))
     }
     fn rand_uniform(
         &self,
@@ -165,6 +198,9 @@ fn convert<T: WithDType + Sync>(v: &[T], l: &Layout, to: DType) -> S {
 }
 
 impl BackendStorage for S {
+    fn len(&self) -> usize {
+        S::len(self)
+    }
     fn dtype(&self) -> DType {
         S::dtype(self)
     }
@@ -777,6 +813,77 @@ impl BackendStorage for S {
             _ => None,
         };
         r.ok_or_else(|| mismatch("cross_entropy_backward", self, lse))
+    }
+    fn causal_softmax(
+        &self,
+        l: &Layout,
+        t: usize,
+        s: usize,
+        scale: f64,
+        offset: usize,
+    ) -> Result<Option<S>> {
+        Ok(match self {
+            S::F32(v) => Some(S::F32(ks::causal_softmax_fwd(
+                dense(v, l),
+                t,
+                s,
+                f32::from_f64(scale),
+                offset,
+            ))),
+            S::F64(v) => Some(S::F64(ks::causal_softmax_fwd(
+                dense(v, l),
+                t,
+                s,
+                scale,
+                offset,
+            ))),
+            _ => None,
+        })
+    }
+    fn causal_softmax_backward(
+        &self,
+        gl: &Layout,
+        y: &S,
+        yl: &Layout,
+        t: usize,
+        s: usize,
+        scale: f64,
+        offset: usize,
+    ) -> Result<S> {
+        Ok(match (self, y) {
+            (S::F32(g), S::F32(y)) => S::F32(ks::causal_softmax_bwd(
+                dense(g, gl),
+                dense(y, yl),
+                t,
+                s,
+                f32::from_f64(scale),
+                offset,
+            )),
+            (S::F64(g), S::F64(y)) => S::F64(ks::causal_softmax_bwd(
+                dense(g, gl),
+                dense(y, yl),
+                t,
+                s,
+                scale,
+                offset,
+            )),
+            (g, _) => return Err(unsupported("causal_softmax_backward", g)),
+        })
+    }
+    fn attention(&self, k: &S, v: &S, geom: &AttnGeom) -> Result<Option<(S, S)>> {
+        Ok(attention::forward_storage(self, k, v, geom))
+    }
+    fn attention_backward(
+        &self,
+        k: &S,
+        v: &S,
+        saved: &S,
+        dy: &S,
+        dy_offsets: &[usize],
+        dy_row_stride: usize,
+        geom: &AttnGeom,
+    ) -> Result<Vec<S>> {
+        attention::backward_storage((self, k, v), saved, (dy, dy_offsets, dy_row_stride), geom)
     }
 
     fn optimizer_update(

@@ -6,7 +6,6 @@
 use super::conv_direct::relu_of;
 use super::rows::{row_sum, row_sum2};
 use super::{pool, simd, threads, CpuDType};
-use crate::{Error, Result, Tensor};
 use num_traits::Float;
 
 /// Float element types the fused kernels run natively (others compute through f32).
@@ -30,21 +29,6 @@ pub(crate) trait Real:
 }
 impl Real for f32 {}
 impl Real for f64 {}
-
-/// Run `f` on the elements of `t` in logical (row-major) order without copying when `t` is
-/// already contiguous.
-pub(crate) fn with_slice<T: CpuDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
-    let t = t.detach().contiguous()?;
-    let s = t.storage();
-    let data = T::slice(s.cpu()).ok_or_else(|| {
-        Error::dtype(
-            "nn kernel",
-            format!("expected {}, got {} {}", T::DTYPE, t.dtype(), t.shape()),
-        )
-    })?;
-    let off = t.storage_offset();
-    Ok(f(&data[off..off + t.numel()]))
-}
 
 /// Rows per parallel task so each task has a few thousand elements.
 pub(crate) fn rows_per_task(n: usize, rows: usize) -> usize {

@@ -1,6 +1,7 @@
 //! The CPU backend: typed buffers and the kernels that read them through layouts.
 
 pub mod arith;
+pub(crate) mod attention;
 pub mod bgemm;
 pub mod conv;
 pub mod conv_direct;
@@ -8,6 +9,7 @@ pub(crate) mod dispatch;
 pub mod elementwise;
 pub(crate) mod fused;
 pub mod im2col;
+pub(crate) mod images;
 pub mod index;
 pub(crate) mod loss;
 pub mod matmul;

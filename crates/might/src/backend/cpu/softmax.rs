@@ -1,6 +1,7 @@
 //! softmax / log_softmax kernels over contiguous rows: one fused, numerically stable pass per
 //! row (max, then exp-sum, then normalise), and the fused backward.
 
+use super::fused::{map_blocks, rows_per_task, Real};
 use super::rows::{row_dot, row_max, row_sum};
 use super::unary_ops::FloatExt;
 use super::{pool, simd, threads};
@@ -119,4 +120,72 @@ pub(crate) fn softmax_back_rows<T: Float + FloatExt + Send + Sync>(
         },
     );
     out
+}
+
+/// Forward of the causal softmax (`ops::attention::causal_softmax`) on contiguous rows of `s` keys; row `r` is query
+/// `r % t`, which sees keys `0..=query + offset`.
+pub(crate) fn causal_softmax_fwd<T: Real>(
+    x: &[T],
+    t: usize,
+    s: usize,
+    scale: T,
+    offset: usize,
+) -> Vec<T> {
+    let rows = x.len() / s;
+    // masked (future) positions stay zero
+    let mut y = pool::zeroed::<T>(x.len());
+    let rpt = rows_per_task(s, rows);
+    map_blocks(&mut y, rpt * s, |bi, yb| {
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, yr) in yb.chunks_mut(s).enumerate() {
+                    let row = bi * rpt + r;
+                    let valid = ((row % t) + offset + 1).min(s);
+                    let (xr, yr) = (&x[row * s..row * s + valid], &mut yr[..valid]);
+                    let m = row_max(xr) * scale;
+                    let m = if m.is_finite() { m } else { T::f(0.0) };
+                    for (o, &v) in yr.iter_mut().zip(xr) {
+                        *o = (v * scale - m).exp_();
+                    }
+                    let inv = T::f(1.0) / row_sum(yr, |e| e);
+                    for o in yr.iter_mut() {
+                        *o = *o * inv;
+                    }
+                }
+            },
+        )
+    });
+    y
+}
+
+/// Backward of the causal softmax: `dx = scale·y·(g - Σ g·y)` on the visible keys, 0 elsewhere.
+pub(crate) fn causal_softmax_bwd<T: Real>(
+    g: &[T],
+    y: &[T],
+    t: usize,
+    s: usize,
+    scale: T,
+    offset: usize,
+) -> Vec<T> {
+    let rows = y.len() / s;
+    let mut dx = pool::zeroed::<T>(y.len());
+    let rpt = rows_per_task(s, rows);
+    map_blocks(&mut dx, rpt * s, |bi, db| {
+        simd::run(
+            #[inline(always)]
+            || {
+                for (r, dr) in db.chunks_mut(s).enumerate() {
+                    let row = bi * rpt + r;
+                    let valid = ((row % t) + offset + 1).min(s);
+                    let (gr, yr) = (&g[row * s..row * s + valid], &y[row * s..row * s + valid]);
+                    let dot = row_dot(gr, yr);
+                    for ((o, &gv), &yv) in dr[..valid].iter_mut().zip(gr).zip(yr) {
+                        *o = scale * yv * (gv - dot);
+                    }
+                }
+            },
+        )
+    });
+    dx
 }

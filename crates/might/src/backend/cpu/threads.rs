@@ -1,10 +1,10 @@
 //! How many threads kernels use, and how they split work. Size from `MIGHT_NUM_THREADS`,
 //! `set_num_threads`, or all cores. Kernels run on the fork-join [`super::team`] (the caller
 //! plus `n - 1` helpers); small ops stay on the calling thread, where waking a helper would
-//! cost more than it saves. Rayon is kept for coarse, slow work such as decoding image files.
+//! cost more than it saves.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Mutex;
 
 /// Elements below which elementwise kernels run single-threaded (measured: waking a worker
 /// costs a few microseconds, about what 32 K float ops take).
@@ -37,40 +37,6 @@ pub fn get_num_threads() -> usize {
 /// Set the number of threads kernels use (like `torch.set_num_threads`).
 pub fn set_num_threads(n: usize) {
     THREADS.store(n.max(1), Relaxed);
-}
-
-// only the image decoder (feature `image`) runs coarse tasks on rayon
-#[cfg_attr(not(feature = "image"), allow(dead_code))]
-static RAYON: RwLock<Option<Arc<rayon::ThreadPool>>> = RwLock::new(None);
-
-/// Run `f` on a rayon pool of [`get_num_threads`] threads (all rayon calls inside use it), for
-/// coarse tasks that may block or take milliseconds each.
-#[cfg_attr(not(feature = "image"), allow(dead_code))]
-pub fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    // also at one thread: outside a pool, `par_iter` would use rayon's global all-core pool
-    let n = get_num_threads();
-    let current = RAYON.read().unwrap().clone();
-    let p = match current {
-        Some(p) if p.current_num_threads() == n => p,
-        _ => {
-            let mut g = RAYON.write().unwrap();
-            match g.as_ref() {
-                Some(p) if p.current_num_threads() == n => p.clone(),
-                _ => {
-                    let p = Arc::new(
-                        rayon::ThreadPoolBuilder::new()
-                            .num_threads(n)
-                            .thread_name(|i| format!("might-{i}"))
-                            .build()
-                            .expect("failed to start the thread pool"),
-                    );
-                    *g = Some(p.clone());
-                    p
-                }
-            }
-        }
-    };
-    p.install(f)
 }
 
 /// Should an op of `work` elements be split across threads?

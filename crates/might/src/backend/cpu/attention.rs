@@ -24,10 +24,13 @@
 // Row kernels index several parallel slices with one index.
 #![allow(clippy::needless_range_loop)]
 
-use crate::backend::cpu::fused::Real;
-use crate::backend::cpu::prefetch::prefetch;
-use crate::backend::cpu::wsum::{transpose_padded, weighted_sums, Strides};
-use crate::backend::cpu::{simd, threads};
+use super::fused::Real;
+use super::prefetch::prefetch;
+use super::wsum::{transpose_padded, weighted_sums, Strides};
+use super::CpuStorage as S;
+use super::{simd, threads};
+use crate::backend::AttnGeom;
+use crate::{Error, Result};
 use std::sync::Mutex;
 
 /// Row lengths are padded to multiples of this (one AVX-512 register of f32), so the row
@@ -448,8 +451,8 @@ pub(crate) fn forward<T: Real>(
 ) -> (Vec<T>, Vec<T>) {
     let (pg, sp) = (at.per_group, dm.s_pad());
     let pairs = at.groups * pg;
-    let mut y = crate::backend::cpu::pool::output::<T>(pairs * dm.l * dm.dv);
-    let mut p = crate::backend::cpu::pool::output::<T>(pairs * dm.l * dm.s_pad());
+    let mut y = super::pool::output::<T>(pairs * dm.l * dm.dv);
+    let mut p = super::pool::output::<T>(pairs * dm.l * dm.s_pad());
     let work = pairs * dm.l * dm.s * (dm.d + dm.dv);
     let lens = [pg * dm.l * dm.dv, pg * dm.l * dm.s_pad()];
     let operand_rows = |pi| {
@@ -502,7 +505,7 @@ pub(crate) fn backward<T: Real>(
 ) -> Vec<Vec<T>> {
     let (pg, sp) = (at.per_group, dm.s_pad());
     let pairs = at.groups * pg;
-    let out = crate::backend::cpu::pool::output::<T>;
+    let out = super::pool::output::<T>;
     let (mut bufs, lens) = if packed {
         assert!(
             dm.l == dm.s && dm.d == dm.dv,
@@ -569,4 +572,71 @@ pub(crate) fn backward<T: Real>(
         )
     });
     bufs
+}
+
+/// The kernel's view of a geometry: sizes and where the pairs are.
+fn plan(g: &AttnGeom) -> (Dims, Pairs<'_>) {
+    let dm = Dims {
+        l: g.l,
+        s: g.s,
+        d: g.d,
+        dv: g.dv,
+        offset: g.causal,
+    };
+    let [a, b, c] = g.row_strides;
+    let at = Pairs::new(g.groups, g.per_group, &g.offsets, (a, b, c));
+    (dm, at)
+}
+
+/// [`forward`] on CPU buffers: `(y, probabilities)`; `None` for dtypes other than f32/f64
+/// (the op composes primitives instead).
+pub(crate) fn forward_storage(q: &S, k: &S, v: &S, g: &AttnGeom) -> Option<(S, S)> {
+    let (dm, at) = plan(g);
+    Some(match (q, k, v) {
+        (S::F32(q), S::F32(k), S::F32(v)) => {
+            let (y, p) = forward(dm, f32::f(g.scale), (q, k, v), at);
+            (S::F32(y), S::F32(p))
+        }
+        (S::F64(q), S::F64(k), S::F64(v)) => {
+            let (y, p) = forward(dm, f64::f(g.scale), (q, k, v), at);
+            (S::F64(y), S::F64(p))
+        }
+        _ => return None,
+    })
+}
+
+/// [`backward`] on CPU buffers (the dtypes [`forward_storage`] accepted).
+pub(crate) fn backward_storage(
+    (q, k, v): (&S, &S, &S),
+    p: &S,
+    (dy, dy_off, dy_rs): (&S, &[usize], usize),
+    g: &AttnGeom,
+) -> Result<Vec<S>> {
+    let (dm, at) = plan(g);
+    Ok(match (q, k, v, p, dy) {
+        (S::F32(q), S::F32(k), S::F32(v), S::F32(p), S::F32(dy)) => {
+            let sc = f32::f(g.scale);
+            backward(dm, sc, (q, k, v), at, p, (dy, dy_off, dy_rs), g.packed)
+                .into_iter()
+                .map(S::F32)
+                .collect()
+        }
+        (S::F64(q), S::F64(k), S::F64(v), S::F64(p), S::F64(dy)) => {
+            let sc = f64::f(g.scale);
+            backward(dm, sc, (q, k, v), at, p, (dy, dy_off, dy_rs), g.packed)
+                .into_iter()
+                .map(S::F64)
+                .collect()
+        }
+        _ => {
+            return Err(Error::dtype(
+                "attention_backward",
+                format!(
+                    "operands of dtype {} and gradient of {}",
+                    q.dtype(),
+                    dy.dtype()
+                ),
+            ))
+        }
+    })
 }

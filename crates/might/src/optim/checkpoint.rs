@@ -3,7 +3,7 @@
 //! tensors as `optim.<name>`; everything else lives in the metadata. Writes are atomic: a
 //! crash leaves either the old checkpoint or the new one, never a torn file.
 
-use super::safetensors;
+use crate::io::safetensors;
 use crate::{Error, Result, Tensor};
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,8 +13,7 @@ const FMT: &str = "checkpoint";
 const FORMAT_KEY: &str = "might.format";
 const FORMAT_VALUE: &str = "checkpoint-v1";
 
-/// An optimizer's state as flat named tensors and scalars (shared with `optim`).
-pub use crate::optim::OptimizerState;
+pub use super::OptimizerState;
 
 /// Everything needed to resume training.
 #[derive(Clone, Debug, Default)]

@@ -28,7 +28,7 @@ impl LoadReport {
 /// all of them at once, and nothing is copied. `strict = false`: matching tensors are copied
 /// and the report says what was skipped.
 ///
-/// With `might::nn` a module loads as `load_into(&module.state_dict(), &tensors, strict)`.
+/// A module loads as `load_into(&module.state_dict(), &tensors, strict)` ([`load_state_dict`]).
 #[track_caller]
 pub fn load_into(
     targets: &[(String, Tensor)],
@@ -82,7 +82,7 @@ pub fn load_into(
 /// `module.load_state_dict(sd, strict)`). Names must match `module.state_dict()`.
 #[track_caller]
 pub fn load_state_dict(
-    module: &dyn crate::nn::Module,
+    module: &dyn super::Module,
     tensors: &[(String, Tensor)],
     strict: bool,
 ) -> Result<LoadReport> {
