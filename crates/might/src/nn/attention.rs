@@ -165,7 +165,7 @@ fn grouping(lead: &[usize]) -> (usize, usize) {
 }
 
 fn slice_of<T: Real>(s: &crate::storage::Storage) -> Result<&[T]> {
-    T::slice(s.cpu()).ok_or_else(|| Error::dtype("attention", format!("expected {}", T::DTYPE)))
+    T::slice(s.cpu()?).ok_or_else(|| Error::dtype("attention", format!("expected {}", T::DTYPE)))
 }
 
 /// The operands of a fused attention: three tensors, or one packed `[B, T, 3·C]` projection

@@ -36,7 +36,7 @@ impl Real for f64 {}
 pub(crate) fn with_slice<T: CpuDType, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> Result<R> {
     let t = t.detach().contiguous()?;
     let s = t.storage();
-    let data = T::slice(s.cpu()).ok_or_else(|| {
+    let data = T::slice(s.cpu()?).ok_or_else(|| {
         Error::dtype(
             "nn kernel",
             format!("expected {}, got {} {}", T::DTYPE, t.dtype(), t.shape()),
