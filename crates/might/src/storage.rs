@@ -159,7 +159,9 @@ impl Storage {
         high: f64,
         rng: &mut Generator,
     ) -> Result<Storage> {
-        on_device!(device, |d, w| Ok(w(d.rand_uniform(dtype, n, low, high, rng)?)))
+        on_device!(device, |d, w| Ok(w(
+            d.rand_uniform(dtype, n, low, high, rng)?
+        )))
     }
     pub(crate) fn rand_normal(
         device: Device,
@@ -169,7 +171,9 @@ impl Storage {
         std: f64,
         rng: &mut Generator,
     ) -> Result<Storage> {
-        on_device!(device, |d, w| Ok(w(d.rand_normal(dtype, n, mean, std, rng)?)))
+        on_device!(device, |d, w| Ok(w(
+            d.rand_normal(dtype, n, mean, std, rng)?
+        )))
     }
 
     pub fn device(&self) -> Device {
@@ -188,7 +192,10 @@ impl Storage {
             Error::new(
                 ErrorKind::Device,
                 "cpu kernel",
-                format!("this kernel runs on the cpu only, the tensor is on {}", self.device()),
+                format!(
+                    "this kernel runs on the cpu only, the tensor is on {}",
+                    self.device()
+                ),
             )
         })
     }
@@ -247,7 +254,9 @@ impl Storage {
         l: &Layout,
         op: UnaryOp,
     ) -> Result<Option<(Storage, Storage)>> {
-        one!(self, |s, w| Ok(s.unary_with_grad(l, op)?.map(|(a, b)| (w(a), w(b)))))
+        one!(self, |s, w| Ok(s
+            .unary_with_grad(l, op)?
+            .map(|(a, b)| (w(a), w(b)))))
     }
     pub(crate) fn binary(
         &self,
@@ -256,7 +265,9 @@ impl Storage {
         rl: &Layout,
         op: BinaryOp,
     ) -> Result<Storage> {
-        two!(op.name(), self, rhs, |a, b, w| Ok(w(a.binary(l, b, rl, op)?)))
+        two!(op.name(), self, rhs, |a, b, w| Ok(w(
+            a.binary(l, b, rl, op)?
+        )))
     }
     pub(crate) fn binary_inplace(
         &mut self,
@@ -265,7 +276,8 @@ impl Storage {
         rl: &Layout,
         op: BinaryOp,
     ) -> Result<()> {
-        two!(op.name(), self, rhs, |a, b, w| a.binary_inplace(l, b, rl, op))
+        two!(op.name(), self, rhs, |a, b, w| a
+            .binary_inplace(l, b, rl, op))
     }
     pub(crate) fn add_scaled_inplace(
         &mut self,
@@ -274,7 +286,8 @@ impl Storage {
         rl: &Layout,
         alpha: f64,
     ) -> Result<bool> {
-        two!("add_", self, rhs, |a, b, w| a.add_scaled_inplace(l, b, rl, alpha))
+        two!("add_", self, rhs, |a, b, w| a
+            .add_scaled_inplace(l, b, rl, alpha))
     }
     pub(crate) fn affine_inplace(&mut self, l: &Layout, mul: f64, add: f64) -> Result<bool> {
         one!(self, |s, w| s.affine_inplace(l, mul, add))
@@ -414,7 +427,9 @@ impl Storage {
         hw: [usize; 2],
         out: [usize; 2],
     ) -> Result<Storage> {
-        one!(self, |s, w| Ok(w(s.adaptive_avg_pool2d(l, planes, hw, out)?)))
+        one!(self, |s, w| Ok(w(
+            s.adaptive_avg_pool2d(l, planes, hw, out)?
+        )))
     }
     pub(crate) fn adaptive_avg_pool2d_backward(
         &self,
@@ -423,7 +438,9 @@ impl Storage {
         hw: [usize; 2],
         out: [usize; 2],
     ) -> Result<Storage> {
-        one!(self, |s, w| Ok(w(s.adaptive_avg_pool2d_backward(l, planes, hw, out)?)))
+        one!(self, |s, w| Ok(w(
+            s.adaptive_avg_pool2d_backward(l, planes, hw, out)?
+        )))
     }
 
     // ---- fused ops ----
@@ -471,7 +488,8 @@ impl Storage {
     ) -> Result<Option<(Vec<f64>, Storage)>> {
         one!(self, |s, w| {
             let probs = same_opt("cross_entropy", s, probs)?;
-            Ok(s.cross_entropy(l, c, target, probs, eps, cw)?.map(|(v, lse)| (v, w(lse))))
+            Ok(s.cross_entropy(l, c, target, probs, eps, cw)?
+                .map(|(v, lse)| (v, w(lse))))
         })
     }
     #[allow(clippy::too_many_arguments)]
@@ -489,7 +507,9 @@ impl Storage {
         const OP: &str = "cross_entropy_backward";
         two!(OP, self, lse, |x, lse, w| {
             let probs = same_opt(OP, x, probs)?;
-            Ok(w(x.cross_entropy_backward(l, lse, c, target, probs, eps, cw, scale)?))
+            Ok(w(x.cross_entropy_backward(
+                l, lse, c, target, probs, eps, cw, scale,
+            )?))
         })
     }
 
@@ -551,7 +571,8 @@ impl Storage {
             let gate = gate
                 .map(|(a, b)| Ok::<_, Error>((same(OP, g, a)?, same(OP, g, b)?)))
                 .transpose()?;
-            Ok(g.batch_norm_backward(gl, (x0, x.1), w, stats, s, gate)?.map(wrap))
+            Ok(g.batch_norm_backward(gl, (x0, x.1), w, stats, s, gate)?
+                .map(wrap))
         })
     }
     pub(crate) fn norm_part(&self, l: &Layout, p: f64) -> Result<Option<f64>> {
@@ -574,7 +595,8 @@ impl Storage {
         sl: &Layout,
         dims: [usize; 3],
     ) -> Result<()> {
-        two!("index_add", self, src, |o, s, w| o.index_add_inplace(ids, s, sl, dims))
+        two!("index_add", self, src, |o, s, w| o
+            .index_add_inplace(ids, s, sl, dims))
     }
     pub(crate) fn gather(
         &self,

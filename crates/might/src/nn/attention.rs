@@ -108,6 +108,16 @@ pub fn causal_softmax(scores: &Tensor, scale: f64, offset: usize) -> Result<Tens
     if scores.numel() == 0 {
         return Ok(scores.clone());
     }
+    if !scores.device().is_cpu() {
+        // the fused kernel reads host memory: other devices compose the same softmax
+        let r = scores.rank();
+        let (t, s) = (scores.dims()[r - 2], scores.dims()[r - 1]);
+        let keep = Tensor::tri_mask(t, s, offset as i64, true)?.to_device(scores.device())?;
+        return scores
+            .mul_scalar(scale)?
+            .masked_fill(&keep.logical_not()?, f64::NEG_INFINITY)?
+            .softmax(-1);
+    }
     match scores.dtype() {
         DType::F32 => causal_softmax_typed::<f32>(scores, scale, offset),
         DType::F64 => causal_softmax_typed::<f64>(scores, scale, offset),
@@ -309,7 +319,8 @@ pub(crate) fn fused_attention_packed(
         && heads > 0
         && qkv.dims()[2].is_multiple_of(3 * heads)
         && qkv.numel() > 0
-        && qkv.dtype().is_float();
+        && qkv.dtype().is_float()
+        && qkv.device().is_cpu();
     if !fits {
         return Ok(None);
     }
@@ -349,7 +360,8 @@ pub(crate) fn fused_attention(
         && k.numel() > 0
         && v.numel() > 0
         && q.dtype() == k.dtype()
-        && k.dtype() == v.dtype();
+        && k.dtype() == v.dtype()
+        && q.device().is_cpu();
     if !fits {
         return Ok(None);
     }
@@ -374,7 +386,7 @@ fn additive(op: &str, mask: &Tensor, dtype: DType, true_means_keep: bool) -> Res
         } else {
             mask.clone()
         };
-        Tensor::zeros((), dtype)?
+        Tensor::zeros_on((), dtype, mask.device())?
             .broadcast_to(mask.shape().clone())?
             .masked_fill(&blocked, f64::NEG_INFINITY)
     } else if mask.dtype().is_float() {
@@ -404,7 +416,7 @@ fn attention_probs(
     let mut s = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(scale)?;
     if is_causal {
         let (l, sl) = (q.dims()[q.rank() - 2], k.dims()[k.rank() - 2]);
-        let keep = Tensor::tri_mask(l, sl, 0, true)?;
+        let keep = Tensor::tri_mask(l, sl, 0, true)?.to_device(q.device())?;
         s = s.masked_fill(&keep.logical_not()?, f64::NEG_INFINITY)?;
     }
     if let Some(m) = mask {

@@ -188,11 +188,15 @@ pub(super) fn unary(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
         // integers: exact arithmetic through f64, then back (u8 saturates)
         match dt {
             DType::I64 => {
-                let v = offsets(l).into_iter().map(|o| (s.get_i(o) as f64 * mul + add) as i64);
+                let v = offsets(l)
+                    .into_iter()
+                    .map(|o| (s.get_i(o) as f64 * mul + add) as i64);
                 return Ok(S::i64(v.collect()));
             }
             DType::U8 => {
-                let v = offsets(l).into_iter().map(|o| (s.get(o) * mul + add) as u8 as f64);
+                let v = offsets(l)
+                    .into_iter()
+                    .map(|o| (s.get(o) * mul + add) as u8 as f64);
                 return Ok(S::f(dt, v.collect()));
             }
             _ => {}
@@ -202,7 +206,10 @@ pub(super) fn unary(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
         return Err(not_float(op.name(), s));
     }
     let op = op_in(op, dt);
-    let v = offsets(l).iter().map(|&o| forward_one(op, s.get(o))).collect();
+    let v = offsets(l)
+        .iter()
+        .map(|&o| forward_one(op, s.get(o)))
+        .collect();
     Ok(S::from_vals(dt, v, round))
 }
 
@@ -321,7 +328,9 @@ fn binary_vals(a: &S, al: &Layout, b: &S, bl: &Layout, op: BinaryOp) -> Result<S
         ),
         _ => S::from_vals(
             dt,
-            pairs.map(|(x, y)| float_op(op, a.get(x), b.get(y))).collect(),
+            pairs
+                .map(|(x, y)| float_op(op, a.get(x), b.get(y)))
+                .collect(),
             round,
         ),
     })
@@ -332,7 +341,13 @@ pub(super) fn binary(a: &S, al: &Layout, b: &S, bl: &Layout, op: BinaryOp) -> Re
 }
 
 /// `a[al] = op(a[al], b[bl])`.
-pub(super) fn binary_inplace(a: &mut S, al: &Layout, b: &S, bl: &Layout, op: BinaryOp) -> Result<()> {
+pub(super) fn binary_inplace(
+    a: &mut S,
+    al: &Layout,
+    b: &S,
+    bl: &Layout,
+    op: BinaryOp,
+) -> Result<()> {
     if matches!(
         op,
         BinaryOp::BceWithLogits | BinaryOp::MaximumGradWeight | BinaryOp::MinimumGradWeight

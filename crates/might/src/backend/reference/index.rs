@@ -28,12 +28,7 @@ fn add_at(dst: &mut S, i: usize, src: &S, j: usize) {
     dst.set(i, v, dst.get_i(i).wrapping_add(src.get_i(j)));
 }
 
-pub(super) fn index_select(
-    s: &S,
-    l: &Layout,
-    ids: &[usize],
-    [outer, n, inner]: [usize; 3],
-) -> S {
+pub(super) fn index_select(s: &S, l: &Layout, ids: &[usize], [outer, n, inner]: [usize; 3]) -> S {
     let mut offs = Vec::with_capacity(outer * ids.len() * inner);
     for o in 0..outer {
         for &i in ids {
@@ -59,7 +54,12 @@ pub(super) fn index_add(
     for o in 0..outer {
         for (j, &i) in ids.iter().enumerate() {
             for k in 0..inner {
-                add_at(dst, (o * n + i) * inner + k, src, so[(o * ids.len() + j) * inner + k]);
+                add_at(
+                    dst,
+                    (o * n + i) * inner + k,
+                    src,
+                    so[(o * ids.len() + j) * inner + k],
+                );
             }
         }
     }

@@ -22,7 +22,11 @@ pub(super) fn matmul(a: &S, al: &Layout, b: &S, bl: &Layout) -> Result<S> {
     let (m, k, n) = (al.dims()[r - 2], al.dims()[r - 1], bl.dims()[r - 1]);
     let batch = |l: &Layout| {
         let d = l.dims()[..r - 2].to_vec();
-        offsets(&Layout::new(d.into(), l.strides()[..r - 2].to_vec(), l.offset()))
+        offsets(&Layout::new(
+            d.into(),
+            l.strides()[..r - 2].to_vec(),
+            l.offset(),
+        ))
     };
     let (ab, bb) = (batch(al), batch(bl));
     let (sa, sb) = (al.strides(), bl.strides());
@@ -115,7 +119,8 @@ pub(super) fn conv2d(
     }
     each_tap(g, |xi, wi, yi| y[yi] += xv[xi] * wv[wi]);
     if relu {
-        y.iter_mut().for_each(|v| *v = if *v > 0.0 { *v } else { 0.0 });
+        y.iter_mut()
+            .for_each(|v| *v = if *v > 0.0 { *v } else { 0.0 });
     }
     Ok(S::from_vals(dt, y, round))
 }

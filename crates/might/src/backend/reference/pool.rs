@@ -141,7 +141,14 @@ pub(super) fn adaptive_avg_pool2d(
         "adaptive_avg_pool2d"
     };
     let v = floats(op, s, l)?;
-    let mut out = vec![0.0; if back { planes * h * w } else { planes * oh * ow }];
+    let mut out = vec![
+        0.0;
+        if back {
+            planes * h * w
+        } else {
+            planes * oh * ow
+        }
+    ];
     for p in 0..planes {
         for oy in 0..oh {
             let (y0, y1) = adaptive(oy, oh, h);

@@ -116,7 +116,9 @@ pub(super) fn softmax_rows(s: &S, l: &Layout, n: usize, log: bool) -> Option<S> 
     let mut out = Vec::with_capacity(x.len());
     for row in x.chunks(n.max(1)) {
         // the largest element ignoring NaN (a NaN still poisons the row through `exp`)
-        let m = row.iter().fold(f64::NEG_INFINITY, |a, &v| if v > a { v } else { a });
+        let m = row
+            .iter()
+            .fold(f64::NEG_INFINITY, |a, &v| if v > a { v } else { a });
         let m = if m.is_finite() { m } else { 0.0 };
         let sum: f64 = row.iter().map(|&v| (v - m).exp()).sum();
         if log {
