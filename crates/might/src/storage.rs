@@ -527,7 +527,7 @@ impl Storage {
             let mut bufs = Vec::with_capacity(state.len());
             for b in state.iter_mut() {
                 let d = b.device();
-                bufs.push(Variant::of_mut(&mut **b).ok_or_else(|| devices_differ(OP, dev, d))?);
+                bufs.push(Variant::of_mut(b).ok_or_else(|| devices_differ(OP, dev, d))?);
             }
             p.optimizer_update(l, (g, grad.1), &mut bufs, update)
         })

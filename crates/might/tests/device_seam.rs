@@ -65,7 +65,7 @@ fn every_op_keeps_the_device_and_gradients_arrive_there() -> Result<()> {
 
 #[test]
 fn mixing_devices_is_an_error_naming_both() -> Result<()> {
-    let c = Tensor::from_slice(&[1f64, 2., 3., 4.], &[2, 2])?;
+    let c = Tensor::from_slice(&[1f64, 2., 3., 4.], [2, 2])?;
     let r = c.to_device(REF)?;
     let idx = Tensor::from_vec(vec![true, false, true, true], [2, 2])?;
     type Op = fn(&Tensor, &Tensor, &Tensor) -> Result<Tensor>;
@@ -77,7 +77,7 @@ fn mixing_devices_is_an_error_naming_both() -> Result<()> {
         ("matmul", |a, b, _| a.matmul(b)),
         ("where", |a, b, m| Tensor::where_(m, a, b)),
         ("cat", |a, b, _| Tensor::cat(&[a.clone(), b.clone()], 0)),
-        ("copy_", |a, b, _| a.copy_(b).map(|t| t.clone())),
+        ("copy_", |a, b, _| a.copy_(b).cloned()),
     ];
     for (name, f) in ops {
         for (a, b) in [(&r, &c), (&c, &r)] {
@@ -103,7 +103,7 @@ fn round_trips_are_exact_for_every_dtype() -> Result<()> {
         c.add(&c)?.to_vec::<i64>()?
     });
     for dt in DType::ALL {
-        let c = Tensor::from_slice(&[0.1f64, -2.7, 300.0, 1e-5], &[4])?.to_dtype(dt)?;
+        let c = Tensor::from_slice(&[0.1f64, -2.7, 300.0, 1e-5], [4])?.to_dtype(dt)?;
         let back = c.to_device(REF)?.to_device(Device::Cpu)?;
         assert_eq!(back.dtype(), dt);
         assert_eq!(back.to_f64_vec(), c.to_f64_vec(), "{dt}");
