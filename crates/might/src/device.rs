@@ -4,9 +4,13 @@
 //! (threads, the precision of f32 matrix products, the buffer cache) in its backend. The
 //! process-wide setters (`set_num_threads`, `set_float32_matmul_precision`,
 //! `empty_cache`, ...) are the CPU's, as in PyTorch. This file and `storage.rs` are the only
-//! places outside `backend/` that name a concrete backend.
+//! places outside `backend/` that name a concrete backend. `Reference` (feature
+//! `reference-backend`) is a deliberately simple scalar backend that runs the conformance
+//! suite and proves the seam a GPU backend plugs into.
 
 use crate::backend::cpu::CpuDevice;
+#[cfg(feature = "reference-backend")]
+use crate::backend::reference::RefDevice;
 use crate::backend::BackendDevice;
 use crate::MatmulPrecision;
 use std::fmt;
@@ -15,12 +19,17 @@ use std::fmt;
 pub enum Device {
     #[default]
     Cpu,
+    /// The reference backend: plain scalar loops, for testing (feature `reference-backend`).
+    #[cfg(feature = "reference-backend")]
+    Reference,
 }
 
 impl fmt::Display for Device {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Device::Cpu => f.write_str("cpu"),
+            #[cfg(feature = "reference-backend")]
+            Device::Reference => f.write_str("reference"),
         }
     }
 }
@@ -33,11 +42,23 @@ macro_rules! backend {
                 let $d = CpuDevice;
                 $e
             }
+            #[cfg(feature = "reference-backend")]
+            Device::Reference => {
+                let $d = RefDevice;
+                $e
+            }
         }
     };
 }
 
 impl Device {
+    /// Every device this build has (the conformance tests run on each).
+    pub const ALL: &'static [Device] = &[
+        Device::Cpu,
+        #[cfg(feature = "reference-backend")]
+        Device::Reference,
+    ];
+
     /// Threads this device's kernels run on (CPU: `MIGHT_NUM_THREADS`, else every core).
     pub fn num_threads(self) -> usize {
         backend!(self, d => d.num_threads())

@@ -2,10 +2,14 @@
 //! through `Arc<RwLock<Storage>>`; it is freed when the last view goes away.
 //!
 //! Every method forwards to the backend of the buffer's device (the traits in
-//! [`crate::backend`]); methods taking two buffers check they live on the same device. This
-//! file and `device.rs` are the only places outside `backend/` that name a concrete backend.
+//! [`crate::backend`]); methods taking several buffers check they live on one device and
+//! otherwise fail naming both. This file and `device.rs` are the only places outside
+//! `backend/` that name a concrete backend: a new one adds its variant to `Storage`, to the
+//! [`one!`] and [`on_device!`] macros and a [`Variant`] impl.
 
 use crate::backend::cpu::{CpuDevice, CpuStorage};
+#[cfg(feature = "reference-backend")]
+use crate::backend::reference::{RefDevice, RefStorage};
 use crate::backend::{
     AttnGeom, BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate,
     PoolGeom, ReduceOp, UnaryOp,
@@ -17,6 +21,8 @@ use crate::{DType, Device, Error, ErrorKind, Layout, Result, WithDType};
 #[derive(Clone, Debug)]
 pub enum Storage {
     Cpu(CpuStorage),
+    #[cfg(feature = "reference-backend")]
+    Reference(RefStorage),
 }
 
 #[track_caller]
@@ -28,41 +34,119 @@ fn devices_differ(op: &str, a: Device, b: Device) -> Error {
     )
 }
 
-/// Forward a method of one buffer to its backend, wrapping buffers that come back.
+/// A backend's buffer type: how to find it among the variants of [`Storage`].
+trait Variant: BackendStorage {
+    fn of(s: &Storage) -> Option<&Self>;
+    fn of_mut(s: &mut Storage) -> Option<&mut Self>;
+}
+
+impl Variant for CpuStorage {
+    fn of(s: &Storage) -> Option<&Self> {
+        #[allow(unreachable_patterns)]
+        match s {
+            Storage::Cpu(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn of_mut(s: &mut Storage) -> Option<&mut Self> {
+        #[allow(unreachable_patterns)]
+        match s {
+            Storage::Cpu(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(feature = "reference-backend")]
+impl Variant for RefStorage {
+    fn of(s: &Storage) -> Option<&Self> {
+        match s {
+            Storage::Reference(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn of_mut(s: &mut Storage) -> Option<&mut Self> {
+        match s {
+            Storage::Reference(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// `other` as a buffer of the same backend as `like`, or the error naming both devices.
+#[track_caller]
+fn same<'a, B: Variant>(op: &str, like: &B, other: &'a Storage) -> Result<&'a B> {
+    B::of(other).ok_or_else(|| devices_differ(op, like.device(), other.device()))
+}
+
+/// [`same`] for an optional operand with its layout.
+#[track_caller]
+fn same_opt<'a, B: Variant>(
+    op: &str,
+    like: &B,
+    other: Option<(&'a Storage, &'a Layout)>,
+) -> Result<Option<(&'a B, &'a Layout)>> {
+    other.map(|(s, l)| Ok((same(op, like, s)?, l))).transpose()
+}
+
+/// Forward a method of one buffer to its backend: `$b` is the backend's buffer and `$w`
+/// the variant that wraps the backend's buffers back into a `Storage`.
 macro_rules! one {
-    ($s:expr, $b:ident => $e:expr) => {
+    ($s:expr, |$b:ident, $w:ident| $e:expr) => {
         match $s {
-            Storage::Cpu($b) => $e,
+            Storage::Cpu($b) => {
+                #[allow(unused_variables)]
+                let $w = Storage::Cpu;
+                $e
+            }
+            #[cfg(feature = "reference-backend")]
+            Storage::Reference($b) => {
+                #[allow(unused_variables)]
+                let $w = Storage::Reference;
+                $e
+            }
         }
     };
 }
 
 /// Forward a method of two buffers, which must be on one device.
 macro_rules! two {
-    ($op:expr, $s:expr, $o:expr, |$a:ident, $b:ident| $e:expr) => {{
-        #[allow(unreachable_patterns)]
-        match ($s, $o) {
-            (Storage::Cpu($a), Storage::Cpu($b)) => $e,
-            (a, b) => return Err(devices_differ($op, a.device(), b.device())),
+    ($op:expr, $s:expr, $o:expr, |$a:ident, $b:ident, $w:ident| $e:expr) => {
+        one!($s, |$a, $w| {
+            let $b = same($op, $a, $o)?;
+            $e
+        })
+    };
+}
+
+/// Make a buffer on `device`: `$d` is the backend's [`BackendDevice`], `$w` its variant.
+macro_rules! on_device {
+    ($device:expr, |$d:ident, $w:ident| $e:expr) => {
+        match $device {
+            Device::Cpu => {
+                let ($d, $w) = (CpuDevice, Storage::Cpu);
+                $e
+            }
+            #[cfg(feature = "reference-backend")]
+            Device::Reference => {
+                let ($d, $w) = (RefDevice, Storage::Reference);
+                $e
+            }
         }
-    }};
+    };
 }
 
 impl Storage {
     // ---- creation on a device ----
     pub(crate) fn zeros(device: Device, dtype: DType, n: usize) -> Result<Storage> {
-        match device {
-            Device::Cpu => Ok(Storage::Cpu(CpuDevice.zeros(dtype, n)?)),
-        }
+        on_device!(device, |d, w| Ok(w(d.zeros(dtype, n)?)))
     }
     pub(crate) fn from_f64(
         device: Device,
         dtype: DType,
         values: &mut dyn Iterator<Item = f64>,
     ) -> Result<Storage> {
-        match device {
-            Device::Cpu => Ok(Storage::Cpu(CpuDevice.storage_from_f64(dtype, values)?)),
-        }
+        on_device!(device, |d, w| Ok(w(d.storage_from_f64(dtype, values)?)))
     }
     /// See [`BackendDevice::storage_from_u8_images`].
     pub(crate) fn from_u8_images(
@@ -88,16 +172,12 @@ impl Storage {
                 ),
             ));
         }
-        match device {
-            Device::Cpu => Ok(Storage::Cpu(
-                CpuDevice.storage_from_u8_images(samples, channels, scale, shift)?,
-            )),
-        }
+        on_device!(device, |d, w| Ok(w(
+            d.storage_from_u8_images(samples, channels, scale, shift)?
+        )))
     }
     pub(crate) fn from_vec<T: WithDType>(device: Device, data: Vec<T>) -> Result<Storage> {
-        match device {
-            Device::Cpu => Ok(Storage::Cpu(CpuDevice.storage_from_vec(data)?)),
-        }
+        on_device!(device, |d, w| Ok(w(d.storage_from_vec(data)?)))
     }
     pub(crate) fn rand_uniform(
         device: Device,
@@ -107,11 +187,9 @@ impl Storage {
         high: f64,
         rng: &mut Generator,
     ) -> Result<Storage> {
-        match device {
-            Device::Cpu => Ok(Storage::Cpu(
-                CpuDevice.rand_uniform(dtype, n, low, high, rng)?,
-            )),
-        }
+        on_device!(device, |d, w| Ok(w(
+            d.rand_uniform(dtype, n, low, high, rng)?
+        )))
     }
     pub(crate) fn rand_normal(
         device: Device,
@@ -121,30 +199,28 @@ impl Storage {
         std: f64,
         rng: &mut Generator,
     ) -> Result<Storage> {
-        match device {
-            Device::Cpu => Ok(Storage::Cpu(
-                CpuDevice.rand_normal(dtype, n, mean, std, rng)?,
-            )),
-        }
+        on_device!(device, |d, w| Ok(w(
+            d.rand_normal(dtype, n, mean, std, rng)?
+        )))
     }
 
     pub fn device(&self) -> Device {
-        one!(self, s => s.device())
+        one!(self, |s, w| s.device())
     }
     /// Elements in the buffer.
     pub(crate) fn len(&self) -> usize {
-        one!(self, s => BackendStorage::len(s))
+        one!(self, |s, w| BackendStorage::len(s))
     }
     pub fn dtype(&self) -> DType {
-        one!(self, s => BackendStorage::dtype(s))
+        one!(self, |s, w| BackendStorage::dtype(s))
     }
 
     // ---- host ----
     pub(crate) fn to_vec<T: WithDType>(&self, l: &Layout) -> Result<Vec<T>> {
-        one!(self, s => s.to_vec(l))
+        one!(self, |s, w| s.to_vec(l))
     }
     pub(crate) fn to_f64_vec(&self, l: &Layout) -> Result<Vec<f64>> {
-        one!(self, s => s.to_f64_vec(l))
+        one!(self, |s, w| s.to_f64_vec(l))
     }
 
     // ---- copies ----
@@ -164,18 +240,18 @@ impl Storage {
         }
     }
     pub(crate) fn copy_contiguous(&self, l: &Layout) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.copy_contiguous(l)?)))
+        one!(self, |s, w| Ok(w(s.copy_contiguous(l)?)))
     }
     pub(crate) fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.to_dtype(l, dtype)?)))
+        one!(self, |s, w| Ok(w(s.to_dtype(l, dtype)?)))
     }
     pub(crate) fn assign(&mut self, dl: &Layout, src: &Storage, sl: &Layout) -> Result<()> {
-        two!("copy_", self, src, |a, b| a.assign(dl, b, sl))
+        two!("copy_", self, src, |a, b, w| a.assign(dl, b, sl))
     }
 
     // ---- elementwise ----
     pub(crate) fn unary(&self, l: &Layout, op: UnaryOp) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.unary(l, op)?)))
+        one!(self, |s, w| Ok(w(s.unary(l, op)?)))
     }
     pub(crate) fn unary_backward(
         &self,
@@ -184,7 +260,7 @@ impl Storage {
         sl: &Layout,
         op: UnaryOp,
     ) -> Result<Storage> {
-        two!(op.name(), self, saved, |g, s| Ok(Storage::Cpu(
+        two!(op.name(), self, saved, |g, s, w| Ok(w(
             g.unary_backward(gl, s, sl, op)?
         )))
     }
@@ -193,7 +269,9 @@ impl Storage {
         l: &Layout,
         op: UnaryOp,
     ) -> Result<Option<(Storage, Storage)>> {
-        one!(self, s => Ok(s.unary_with_grad(l, op)?.map(|(a, b)| (Storage::Cpu(a), Storage::Cpu(b)))))
+        one!(self, |s, w| Ok(s
+            .unary_with_grad(l, op)?
+            .map(|(a, b)| (w(a), w(b)))))
     }
     pub(crate) fn binary(
         &self,
@@ -202,7 +280,7 @@ impl Storage {
         rl: &Layout,
         op: BinaryOp,
     ) -> Result<Storage> {
-        two!(op.name(), self, rhs, |a, b| Ok(Storage::Cpu(
+        two!(op.name(), self, rhs, |a, b, w| Ok(w(
             a.binary(l, b, rl, op)?
         )))
     }
@@ -213,7 +291,8 @@ impl Storage {
         rl: &Layout,
         op: BinaryOp,
     ) -> Result<()> {
-        two!(op.name(), self, rhs, |a, b| a.binary_inplace(l, b, rl, op))
+        two!(op.name(), self, rhs, |a, b, w| a
+            .binary_inplace(l, b, rl, op))
     }
     pub(crate) fn add_scaled_inplace(
         &mut self,
@@ -222,16 +301,14 @@ impl Storage {
         rl: &Layout,
         alpha: f64,
     ) -> Result<bool> {
-        two!("add_", self, rhs, |a, b| a
+        two!("add_", self, rhs, |a, b, w| a
             .add_scaled_inplace(l, b, rl, alpha))
     }
     pub(crate) fn affine_inplace(&mut self, l: &Layout, mul: f64, add: f64) -> Result<bool> {
-        one!(self, s => s.affine_inplace(l, mul, add))
+        one!(self, |s, w| s.affine_inplace(l, mul, add))
     }
     pub(crate) fn cmp(&self, l: &Layout, rhs: &Storage, rl: &Layout, op: CmpOp) -> Result<Storage> {
-        two!("compare", self, rhs, |a, b| Ok(Storage::Cpu(
-            a.cmp(l, b, rl, op)?
-        )))
+        two!("compare", self, rhs, |a, b, w| Ok(w(a.cmp(l, b, rl, op)?)))
     }
     pub(crate) fn where_cond(
         &self,
@@ -241,26 +318,15 @@ impl Storage {
         b: &Storage,
         bl: &Layout,
     ) -> Result<Storage> {
-        #[allow(unreachable_patterns)]
-        match (self, a, b) {
-            (Storage::Cpu(c), Storage::Cpu(a), Storage::Cpu(b)) => {
-                Ok(Storage::Cpu(c.where_cond(cl, a, al, b, bl)?))
-            }
-            (c, a, b) => Err(devices_differ(
-                "where",
-                c.device(),
-                if a.device() != c.device() {
-                    a.device()
-                } else {
-                    b.device()
-                },
-            )),
-        }
+        one!(self, |c, w| {
+            let (a, b) = (same("where", c, a)?, same("where", c, b)?);
+            Ok(w(c.where_cond(cl, a, al, b, bl)?))
+        })
     }
 
     // ---- reductions ----
     pub(crate) fn reduce(&self, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.reduce(l, mask, op)?)))
+        one!(self, |s, w| Ok(w(s.reduce(l, mask, op)?)))
     }
     pub(crate) fn arg_reduce(
         &self,
@@ -268,13 +334,13 @@ impl Storage {
         mask: &[bool],
         max: bool,
     ) -> Result<(Storage, Storage)> {
-        one!(self, s => {
+        one!(self, |s, w| {
             let (v, i) = s.arg_reduce(l, mask, max)?;
-            Ok((Storage::Cpu(v), Storage::Cpu(i)))
+            Ok((w(v), w(i)))
         })
     }
     pub(crate) fn softmax_rows(&self, l: &Layout, n: usize, log: bool) -> Result<Option<Storage>> {
-        one!(self, s => Ok(s.softmax_rows(l, n, log)?.map(Storage::Cpu)))
+        one!(self, |s, w| Ok(s.softmax_rows(l, n, log)?.map(w)))
     }
     pub(crate) fn softmax_backward_rows(
         &self,
@@ -284,17 +350,16 @@ impl Storage {
         n: usize,
         log: bool,
     ) -> Result<Storage> {
-        two!("softmax_backward", self, y, |g, y| Ok(Storage::Cpu(
+        two!("softmax_backward", self, y, |g, y, w| Ok(w(
             g.softmax_backward_rows(gl, y, yl, n, log)?
         )))
     }
 
     // ---- matrix products ----
     pub(crate) fn matmul(&self, l: &Layout, rhs: &Storage, rl: &Layout) -> Result<Storage> {
-        two!("matmul", self, rhs, |a, b| Ok(Storage::Cpu(
-            a.matmul(l, b, rl)?
-        )))
+        two!("matmul", self, rhs, |a, b, w| Ok(w(a.matmul(l, b, rl)?)))
     }
+    /// `None` also when the operands are on different devices (the composed path reports it).
     pub(crate) fn matmul_bias(
         &self,
         l: &Layout,
@@ -303,13 +368,12 @@ impl Storage {
         bias: &Storage,
         bl: &Layout,
     ) -> Result<Option<Storage>> {
-        #[allow(unreachable_patterns)]
-        match (self, rhs, bias) {
-            (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) => {
-                Ok(a.matmul_bias(l, b, rl, c, bl)?.map(Storage::Cpu))
-            }
-            _ => Ok(None),
-        }
+        one!(self, |a, w| {
+            let (Ok(b), Ok(c)) = (same("matmul", a, rhs), same("matmul", a, bias)) else {
+                return Ok(None);
+            };
+            Ok(a.matmul_bias(l, b, rl, c, bl)?.map(w))
+        })
     }
 
     // ---- convolution and pooling ----
@@ -323,11 +387,9 @@ impl Storage {
         geom: &ConvGeom,
         relu: bool,
     ) -> Result<Storage> {
-        two!("conv2d", self, w, |x, w| {
-            let b = bias.map(|(s, bl)| match s {
-                Storage::Cpu(b) => (b, bl),
-            });
-            Ok(Storage::Cpu(x.conv2d(l, w, wl, b, geom, relu)?))
+        two!("conv2d", self, w, |x, wt, wrap| {
+            let b = same_opt("conv2d", x, bias)?;
+            Ok(wrap(x.conv2d(l, wt, wl, b, geom, relu)?))
         })
     }
     #[allow(clippy::too_many_arguments)]
@@ -342,22 +404,18 @@ impl Storage {
         geom: &ConvGeom,
         need: [bool; 3],
     ) -> Result<[Option<Storage>; 3]> {
-        #[allow(unreachable_patterns)]
-        match (self, w, g) {
-            (Storage::Cpu(x), Storage::Cpu(w), Storage::Cpu(g)) => {
-                let y = y.map(|(s, yl)| match s {
-                    Storage::Cpu(y) => (y, yl),
-                });
-                let r = x.conv2d_backward(l, w, wl, g, gl, y, geom, need)?;
-                Ok(r.map(|s| s.map(Storage::Cpu)))
-            }
-            (x, w, _) => Err(devices_differ("conv2d_backward", x.device(), w.device())),
-        }
+        const OP: &str = "conv2d_backward";
+        one!(self, |x, wrap| {
+            let (wt, g) = (same(OP, x, w)?, same(OP, x, g)?);
+            let y = same_opt(OP, x, y)?;
+            let r = x.conv2d_backward(l, wt, wl, g, gl, y, geom, need)?;
+            Ok(r.map(|s| s.map(wrap)))
+        })
     }
     pub(crate) fn max_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<(Storage, Storage)> {
-        one!(self, s => {
+        one!(self, |s, w| {
             let (v, i) = s.max_pool2d(l, geom)?;
-            Ok((Storage::Cpu(v), Storage::Cpu(i)))
+            Ok((w(v), w(i)))
         })
     }
     pub(crate) fn max_pool2d_backward(
@@ -367,15 +425,15 @@ impl Storage {
         il: &Layout,
         geom: &PoolGeom,
     ) -> Result<Storage> {
-        two!("max_pool2d_backward", self, idx, |g, i| Ok(Storage::Cpu(
+        two!("max_pool2d_backward", self, idx, |g, i, w| Ok(w(
             g.max_pool2d_backward(l, i, il, geom)?
         )))
     }
     pub(crate) fn avg_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.avg_pool2d(l, geom)?)))
+        one!(self, |s, w| Ok(w(s.avg_pool2d(l, geom)?)))
     }
     pub(crate) fn avg_pool2d_backward(&self, l: &Layout, geom: &PoolGeom) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.avg_pool2d_backward(l, geom)?)))
+        one!(self, |s, w| Ok(w(s.avg_pool2d_backward(l, geom)?)))
     }
     pub(crate) fn adaptive_avg_pool2d(
         &self,
@@ -384,7 +442,9 @@ impl Storage {
         hw: [usize; 2],
         out: [usize; 2],
     ) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.adaptive_avg_pool2d(l, planes, hw, out)?)))
+        one!(self, |s, w| Ok(w(
+            s.adaptive_avg_pool2d(l, planes, hw, out)?
+        )))
     }
     pub(crate) fn adaptive_avg_pool2d_backward(
         &self,
@@ -393,7 +453,9 @@ impl Storage {
         hw: [usize; 2],
         out: [usize; 2],
     ) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.adaptive_avg_pool2d_backward(l, planes, hw, out)?)))
+        one!(self, |s, w| Ok(w(
+            s.adaptive_avg_pool2d_backward(l, planes, hw, out)?
+        )))
     }
 
     // ---- fused ops ----
@@ -405,10 +467,9 @@ impl Storage {
         n: usize,
         eps: f64,
     ) -> Result<Option<[Storage; 3]>> {
-        one!(self, s => {
-            let w = w.map(|(w, l)| match w { Storage::Cpu(w) => (w, l) });
-            let b = b.map(|(b, l)| match b { Storage::Cpu(b) => (b, l) });
-            Ok(s.layer_norm(l, w, b, n, eps)?.map(|r| r.map(Storage::Cpu)))
+        one!(self, |s, wrap| {
+            let (w, b) = (same_opt("layer_norm", s, w)?, same_opt("layer_norm", s, b)?);
+            Ok(s.layer_norm(l, w, b, n, eps)?.map(|r| r.map(wrap)))
         })
     }
     #[allow(clippy::too_many_arguments)]
@@ -421,21 +482,13 @@ impl Storage {
         rstd: &Storage,
         n: usize,
     ) -> Result<[Storage; 3]> {
-        #[allow(unreachable_patterns)]
-        match (self, x.0, mean, rstd) {
-            (Storage::Cpu(g), Storage::Cpu(x0), Storage::Cpu(m), Storage::Cpu(r)) => {
-                let w = w.map(|(w, l)| match w {
-                    Storage::Cpu(w) => (w, l),
-                });
-                let out = g.layer_norm_backward(gl, (x0, x.1), w, m, r, n)?;
-                Ok(out.map(Storage::Cpu))
-            }
-            (g, x, _, _) => Err(devices_differ(
-                "layer_norm_backward",
-                g.device(),
-                x.device(),
-            )),
-        }
+        const OP: &str = "layer_norm_backward";
+        one!(self, |g, wrap| {
+            let x0 = same(OP, g, x.0)?;
+            let (m, r) = (same(OP, g, mean)?, same(OP, g, rstd)?);
+            let w = same_opt(OP, g, w)?;
+            Ok(g.layer_norm_backward(gl, (x0, x.1), w, m, r, n)?.map(wrap))
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -448,9 +501,10 @@ impl Storage {
         eps: f64,
         cw: Option<&[f64]>,
     ) -> Result<Option<(Vec<f64>, Storage)>> {
-        one!(self, s => {
-            let probs = probs.map(|(p, l)| match p { Storage::Cpu(p) => (p, l) });
-            Ok(s.cross_entropy(l, c, target, probs, eps, cw)?.map(|(v, lse)| (v, Storage::Cpu(lse))))
+        one!(self, |s, w| {
+            let probs = same_opt("cross_entropy", s, probs)?;
+            Ok(s.cross_entropy(l, c, target, probs, eps, cw)?
+                .map(|(v, lse)| (v, w(lse))))
         })
     }
     #[allow(clippy::too_many_arguments)]
@@ -465,11 +519,10 @@ impl Storage {
         cw: Option<&[f64]>,
         scale: &[f64],
     ) -> Result<Storage> {
-        two!("cross_entropy_backward", self, lse, |x, lse| {
-            let probs = probs.map(|(p, l)| match p {
-                Storage::Cpu(p) => (p, l),
-            });
-            Ok(Storage::Cpu(x.cross_entropy_backward(
+        const OP: &str = "cross_entropy_backward";
+        two!(OP, self, lse, |x, lse, w| {
+            let probs = same_opt(OP, x, probs)?;
+            Ok(w(x.cross_entropy_backward(
                 l, lse, c, target, probs, eps, cw, scale,
             )?))
         })
@@ -484,7 +537,9 @@ impl Storage {
         scale: f64,
         offset: usize,
     ) -> Result<Option<Storage>> {
-        one!(self, x => Ok(x.causal_softmax(l, t, s, scale, offset)?.map(Storage::Cpu)))
+        one!(self, |x, w| Ok(x
+            .causal_softmax(l, t, s, scale, offset)?
+            .map(w)))
     }
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn causal_softmax_backward(
@@ -497,7 +552,7 @@ impl Storage {
         scale: f64,
         offset: usize,
     ) -> Result<Storage> {
-        two!("causal_softmax_backward", self, y, |g, y| Ok(Storage::Cpu(
+        two!("causal_softmax_backward", self, y, |g, y, w| Ok(w(
             g.causal_softmax_backward(gl, y, yl, t, s, scale, offset)?
         )))
     }
@@ -508,16 +563,11 @@ impl Storage {
         v: &Storage,
         geom: &AttnGeom,
     ) -> Result<Option<(Storage, Storage)>> {
-        #[allow(unreachable_patterns)]
-        match (self, k, v) {
-            (Storage::Cpu(q), Storage::Cpu(k), Storage::Cpu(v)) => Ok(q
-                .attention(k, v, geom)?
-                .map(|(y, p)| (Storage::Cpu(y), Storage::Cpu(p)))),
-            (q, k, v) => {
-                let other = if k.device() != q.device() { k } else { v };
-                Err(devices_differ("attention", q.device(), other.device()))
-            }
-        }
+        const OP: &str = "attention";
+        one!(self, |q, w| {
+            let (k, v) = (same(OP, q, k)?, same(OP, q, v)?);
+            Ok(q.attention(k, v, geom)?.map(|(y, p)| (w(y), w(p))))
+        })
     }
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn attention_backward(
@@ -530,25 +580,17 @@ impl Storage {
         dy_row_stride: usize,
         geom: &AttnGeom,
     ) -> Result<Vec<Storage>> {
-        #[allow(unreachable_patterns)]
-        match (self, k, v, saved, dy) {
-            (
-                Storage::Cpu(q),
-                Storage::Cpu(k),
-                Storage::Cpu(v),
-                Storage::Cpu(p),
-                Storage::Cpu(g),
-            ) => Ok(q
-                .attention_backward(k, v, p, g, dy_offsets, dy_row_stride, geom)?
-                .into_iter()
-                .map(Storage::Cpu)
-                .collect()),
-            (q, k, v, p, g) => {
-                let other = [k, v, p, g].into_iter().find(|o| o.device() != q.device());
-                let other = other.map_or(q.device(), |o| o.device());
-                Err(devices_differ("attention_backward", q.device(), other))
-            }
-        }
+        const OP: &str = "attention_backward";
+        one!(self, |q, w| {
+            let (k, v) = (same(OP, q, k)?, same(OP, q, v)?);
+            let (p, g) = (same(OP, q, saved)?, same(OP, q, dy)?);
+            Ok(
+                q.attention_backward(k, v, p, g, dy_offsets, dy_row_stride, geom)?
+                    .into_iter()
+                    .map(w)
+                    .collect(),
+            )
+        })
     }
 
     pub(crate) fn optimizer_update(
@@ -558,20 +600,17 @@ impl Storage {
         state: &mut [&mut Storage],
         update: &OptimUpdate,
     ) -> Result<bool> {
-        #[allow(unreachable_patterns)]
-        match (self, grad.0) {
-            (Storage::Cpu(p), Storage::Cpu(g)) => {
-                let mut bufs = Vec::with_capacity(state.len());
-                for b in state.iter_mut() {
-                    match &mut **b {
-                        Storage::Cpu(b) => bufs.push(b),
-                        b => return Err(devices_differ("optimizer step", Device::Cpu, b.device())),
-                    }
-                }
-                p.optimizer_update(l, (g, grad.1), &mut bufs, update)
+        const OP: &str = "optimizer step";
+        one!(self, |p, w| {
+            let g = same(OP, p, grad.0)?;
+            let dev = p.device();
+            let mut bufs = Vec::with_capacity(state.len());
+            for b in state.iter_mut() {
+                let d = b.device();
+                bufs.push(Variant::of_mut(b).ok_or_else(|| devices_differ(OP, dev, d))?);
             }
-            (p, g) => Err(devices_differ("optimizer step", p.device(), g.device())),
-        }
+            p.optimizer_update(l, (g, grad.1), &mut bufs, update)
+        })
     }
 
     pub(crate) fn batch_norm_stats(
@@ -580,7 +619,7 @@ impl Storage {
         c: usize,
         s: usize,
     ) -> Result<Option<[Vec<f64>; 2]>> {
-        one!(self, st => st.batch_norm_stats(l, c, s))
+        one!(self, |st, w| st.batch_norm_stats(l, c, s))
     }
     pub(crate) fn channel_affine(
         &self,
@@ -590,13 +629,10 @@ impl Storage {
         s: usize,
         relu: bool,
     ) -> Result<Option<Storage>> {
-        #[allow(unreachable_patterns)]
-        match (self, scale, shift) {
-            (Storage::Cpu(x), Storage::Cpu(a), Storage::Cpu(b)) => {
-                Ok(x.channel_affine(l, a, b, s, relu)?.map(Storage::Cpu))
-            }
-            (x, a, _) => Err(devices_differ("batch_norm", x.device(), a.device())),
-        }
+        one!(self, |x, w| {
+            let (a, b) = (same("batch_norm", x, scale)?, same("batch_norm", x, shift)?);
+            Ok(x.channel_affine(l, a, b, s, relu)?.map(w))
+        })
     }
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn batch_norm_backward(
@@ -608,27 +644,19 @@ impl Storage {
         s: usize,
         gate: Option<(&Storage, &Storage)>,
     ) -> Result<[Storage; 3]> {
-        #[allow(unreachable_patterns)]
-        match (self, x.0) {
-            (Storage::Cpu(g), Storage::Cpu(x0)) => {
-                let w = w.map(|w| match w {
-                    Storage::Cpu(w) => w,
-                });
-                let gate = gate.map(|(a, b)| match (a, b) {
-                    (Storage::Cpu(a), Storage::Cpu(b)) => (a, b),
-                });
-                let r = g.batch_norm_backward(gl, (x0, x.1), w, stats, s, gate)?;
-                Ok(r.map(Storage::Cpu))
-            }
-            (g, x) => Err(devices_differ(
-                "batch_norm_backward",
-                g.device(),
-                x.device(),
-            )),
-        }
+        const OP: &str = "batch_norm_backward";
+        one!(self, |g, wrap| {
+            let x0 = same(OP, g, x.0)?;
+            let w = w.map(|w| same(OP, g, w)).transpose()?;
+            let gate = gate
+                .map(|(a, b)| Ok::<_, Error>((same(OP, g, a)?, same(OP, g, b)?)))
+                .transpose()?;
+            Ok(g.batch_norm_backward(gl, (x0, x.1), w, stats, s, gate)?
+                .map(wrap))
+        })
     }
     pub(crate) fn norm_part(&self, l: &Layout, p: f64) -> Result<Option<f64>> {
-        one!(self, s => s.norm_part(l, p))
+        one!(self, |s, w| s.norm_part(l, p))
     }
 
     // ---- indexing ----
@@ -638,7 +666,7 @@ impl Storage {
         ids: &[usize],
         dims: [usize; 3],
     ) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.index_select(l, ids, dims)?)))
+        one!(self, |s, w| Ok(w(s.index_select(l, ids, dims)?)))
     }
     pub(crate) fn index_add_inplace(
         &mut self,
@@ -647,7 +675,7 @@ impl Storage {
         sl: &Layout,
         dims: [usize; 3],
     ) -> Result<()> {
-        two!("index_add", self, src, |o, s| o
+        two!("index_add", self, src, |o, s, w| o
             .index_add_inplace(ids, s, sl, dims))
     }
     pub(crate) fn gather(
@@ -657,7 +685,7 @@ impl Storage {
         index_dims: &[usize],
         dim: usize,
     ) -> Result<Storage> {
-        one!(self, s => Ok(Storage::Cpu(s.gather(l, ids, index_dims, dim)?)))
+        one!(self, |s, w| Ok(w(s.gather(l, ids, index_dims, dim)?)))
     }
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn scatter_add_inplace(
@@ -669,7 +697,7 @@ impl Storage {
         sl: &Layout,
         dim: usize,
     ) -> Result<()> {
-        two!("scatter_add", self, src, |o, s| o
+        two!("scatter_add", self, src, |o, s, w| o
             .scatter_add_inplace(l, ids, index_dims, s, sl, dim))
     }
 }

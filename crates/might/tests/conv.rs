@@ -1,14 +1,37 @@
 //! Convolution and pooling: hand-computed values, gradchecks, PyTorch fixtures, errors.
 
 use might::autograd::{gradcheck, GradCheck};
-use might::{DType, ErrorKind, Result, Tensor};
+use might::{DType, Device, ErrorKind, Result, Tensor};
 
-fn t(v: &[f32], s: &[usize]) -> Tensor {
-    Tensor::from_slice(v, s).unwrap()
+mod common;
+
+device_tests!(
+    conv2d_2x2_kernel_by_hand,
+    conv2d_stride_padding_dilation_by_hand,
+    conv2d_channels_sum_and_groups_separate,
+    conv2d_accepts_unbatched_and_strided_inputs,
+    conv1d_by_hand,
+    max_pool2d_values_and_indices_by_hand,
+    avg_pool2d_counts_padding_by_hand,
+    adaptive_avg_pool2d_windows_by_hand,
+    gradcheck_conv2d_variants,
+    gradcheck_conv1d,
+    gradcheck_pools,
+    conv_then_pool_backward_chain,
+    matches_pytorch_fixture,
+    conv2d_channel_mismatch_names_the_shapes,
+    conv_argument_errors,
+    pool_argument_errors,
+    conv2d_relu_matches_conv2d_then_relu,
+    gradcheck_conv2d_relu,
+);
+
+fn t(dev: Device, v: &[f32], s: &[usize]) -> Tensor {
+    Tensor::from_slice(v, s).unwrap().to_device(dev).unwrap()
 }
 
-fn t64(v: &[f64], s: &[usize]) -> Tensor {
-    Tensor::from_slice(v, s).unwrap()
+fn t64(dev: Device, v: &[f64], s: &[usize]) -> Tensor {
+    Tensor::from_slice(v, s).unwrap().to_device(dev).unwrap()
 }
 
 fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
@@ -22,64 +45,60 @@ fn assert_close(got: &[f64], want: &[f64], tol: f64, what: &str) {
 }
 
 /// 1..=9 as a [1, 1, 3, 3] image.
-fn img3() -> Tensor {
-    t(&[1., 2., 3., 4., 5., 6., 7., 8., 9.], &[1, 1, 3, 3])
+fn img3(dev: Device) -> Tensor {
+    t(dev, &[1., 2., 3., 4., 5., 6., 7., 8., 9.], &[1, 1, 3, 3])
 }
 
 // ---------------------------------------------------------------- hand-computed forward values
 
-#[test]
-fn conv2d_2x2_kernel_by_hand() -> Result<()> {
+fn conv2d_2x2_kernel_by_hand(dev: Device) -> Result<()> {
     // [[1,2,3],[4,5,6],[7,8,9]] * [[1,2],[3,4]]: e.g. top-left 1*1 + 2*2 + 4*3 + 5*4 = 37
-    let w = t(&[1., 2., 3., 4.], &[1, 1, 2, 2]);
-    let b = t(&[0.5], &[1]);
-    let y = img3().conv2d(&w, Some(&b), [1, 1], [0, 0], [1, 1], 1)?;
+    let w = t(dev, &[1., 2., 3., 4.], &[1, 1, 2, 2]);
+    let b = t(dev, &[0.5], &[1]);
+    let y = img3(dev).conv2d(&w, Some(&b), [1, 1], [0, 0], [1, 1], 1)?;
     assert_eq!(y.dims(), &[1, 1, 2, 2]);
     assert_eq!(y.to_vec::<f32>()?, vec![37.5, 47.5, 67.5, 77.5]);
     Ok(())
 }
 
-#[test]
-fn conv2d_stride_padding_dilation_by_hand() -> Result<()> {
-    let ones = Tensor::ones([1, 1, 2, 2], DType::F32)?;
+fn conv2d_stride_padding_dilation_by_hand(dev: Device) -> Result<()> {
+    let ones = Tensor::ones([1, 1, 2, 2], DType::F32)?.to_device(dev)?;
     // stride 2, padding 1: windows over the zero-padded 5x5 image start at (0,0), (0,2), ...
-    let y = img3().conv2d(&ones, None, [2, 2], [1, 1], [1, 1], 1)?;
+    let y = img3(dev).conv2d(&ones, None, [2, 2], [1, 1], [1, 1], 1)?;
     assert_eq!(y.dims(), &[1, 1, 2, 2]);
     assert_eq!(y.to_vec::<f32>()?, vec![1., 5., 11., 28.]);
     // dilation 2: the 2x2 kernel touches the four corners
-    let y = img3().conv2d(&ones, None, [1, 1], [0, 0], [2, 2], 1)?;
+    let y = img3(dev).conv2d(&ones, None, [1, 1], [0, 0], [2, 2], 1)?;
     assert_eq!(y.to_vec::<f32>()?, vec![20.]);
     // asymmetric: stride [1, 2], padding [0, 1] -> height 2, width 2
-    let y = img3().conv2d(&ones, None, [1, 2], [0, 1], [1, 1], 1)?;
+    let y = img3(dev).conv2d(&ones, None, [1, 2], [0, 1], [1, 1], 1)?;
     assert_eq!(y.dims(), &[1, 1, 2, 2]);
     // columns read: padded cols 0-1 (input col 0) and 2-3 (input cols 1, 2)
     assert_eq!(y.to_vec::<f32>()?, vec![5., 16., 11., 28.]);
     Ok(())
 }
 
-#[test]
-fn conv2d_channels_sum_and_groups_separate() -> Result<()> {
+fn conv2d_channels_sum_and_groups_separate(dev: Device) -> Result<()> {
     // two channels: [1,2,3,4] and [5,6,7,8]
-    let x = t(&[1., 2., 3., 4., 5., 6., 7., 8.], &[1, 2, 2, 2]);
+    let x = t(dev, &[1., 2., 3., 4., 5., 6., 7., 8.], &[1, 2, 2, 2]);
     // groups 1, 1x1 kernel: out = 2*ch0 - ch1 and ch0 + ch1
-    let w = t(&[2., -1., 1., 1.], &[2, 2, 1, 1]);
+    let w = t(dev, &[2., -1., 1., 1.], &[2, 2, 1, 1]);
     let y = x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 1)?;
     assert_eq!(
         y.to_vec::<f32>()?,
         vec![-3., -2., -1., 0., 6., 8., 10., 12.]
     );
     // groups 2: out0 = 2*ch0, out1 = -ch1 (each output sees only its own channel)
-    let w = t(&[2., -1.], &[2, 1, 1, 1]);
-    let b = t(&[1., 0.], &[2]);
+    let w = t(dev, &[2., -1.], &[2, 1, 1, 1]);
+    let b = t(dev, &[1., 0.], &[2]);
     let y = x.conv2d(&w, Some(&b), [1, 1], [0, 0], [1, 1], 2)?;
     assert_eq!(y.to_vec::<f32>()?, vec![3., 5., 7., 9., -5., -6., -7., -8.]);
     Ok(())
 }
 
-#[test]
-fn conv2d_accepts_unbatched_and_strided_inputs() -> Result<()> {
-    let x = Tensor::randn([2, 3, 5, 4], DType::F64)?;
-    let w = Tensor::randn([4, 3, 3, 2], DType::F64)?;
+fn conv2d_accepts_unbatched_and_strided_inputs(dev: Device) -> Result<()> {
+    let x = Tensor::randn([2, 3, 5, 4], DType::F64)?.to_device(dev)?;
+    let w = Tensor::randn([4, 3, 3, 2], DType::F64)?.to_device(dev)?;
     let y = x.conv2d(&w, None, [1, 1], [1, 0], [1, 1], 1)?;
     // unbatched: [C, H, W] in, [O, OH, OW] out
     let y1 = x
@@ -177,16 +196,15 @@ fn conv2d_backward_split_across_threads_matches_per_sample() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn conv1d_by_hand() -> Result<()> {
+fn conv1d_by_hand(dev: Device) -> Result<()> {
     // [1,0,-1] with padding 1: y[i] = x[i-1] - x[i+1]
-    let x = t(&[1., 2., 3., 4., 5.], &[1, 1, 5]);
-    let w = t(&[1., 0., -1.], &[1, 1, 3]);
+    let x = t(dev, &[1., 2., 3., 4., 5.], &[1, 1, 5]);
+    let w = t(dev, &[1., 0., -1.], &[1, 1, 3]);
     let y = x.conv1d(&w, None, 1, 1, 1, 1)?;
     assert_eq!(y.dims(), &[1, 1, 5]);
     assert_eq!(y.to_vec::<f32>()?, vec![-2., -2., -2., -2., 4.]);
     // stride 2, dilation 2, bias 1: windows (0,2,4) -> 1 - 5 + 1
-    let b = t(&[1.], &[1]);
+    let b = t(dev, &[1.], &[1]);
     let y = x.conv1d(&w, Some(&b), 2, 0, 2, 1)?;
     assert_eq!(y.to_vec::<f32>()?, vec![-3.]);
     // unbatched [C, L]
@@ -195,9 +213,9 @@ fn conv1d_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn max_pool2d_values_and_indices_by_hand() -> Result<()> {
+fn max_pool2d_values_and_indices_by_hand(dev: Device) -> Result<()> {
     let x = t(
+        dev,
         &[
             1., 5., 2., 0., 3., 4., 8., 1., 0., 9., 2., 2., 7., 1., 3., 6.,
         ],
@@ -215,7 +233,7 @@ fn max_pool2d_values_and_indices_by_hand() -> Result<()> {
     }
     assert_eq!(x.grad().unwrap().to_vec::<f32>()?, want);
     // padding reads as -inf: every 3x3 window around a 2x2 image holds the whole image
-    let x = t(&[1., -2., 4., 3.], &[1, 1, 2, 2]);
+    let x = t(dev, &[1., -2., 4., 3.], &[1, 1, 2, 2]);
     let (y, idx) = x.max_pool2d_with_indices([3, 3], [1, 1], [1, 1])?;
     assert_eq!(y.to_vec::<f32>()?, vec![4.; 4]);
     assert_eq!(idx.to_vec::<i64>()?, vec![2; 4]);
@@ -228,10 +246,9 @@ fn max_pool2d_values_and_indices_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn avg_pool2d_counts_padding_by_hand() -> Result<()> {
+fn avg_pool2d_counts_padding_by_hand(dev: Device) -> Result<()> {
     // kernel 2, stride 2, padding 1 over 1..9: window sums 1, 5, 11, 28, each divided by 4
-    let x = img3().with_requires_grad();
+    let x = img3(dev).with_requires_grad();
     let y = x.avg_pool2d([2, 2], [2, 2], [1, 1])?;
     assert_eq!(y.to_vec::<f32>()?, vec![0.25, 1.25, 2.75, 7.0]);
     y.sum_all()?.backward()?;
@@ -239,10 +256,9 @@ fn avg_pool2d_counts_padding_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn adaptive_avg_pool2d_windows_by_hand() -> Result<()> {
+fn adaptive_avg_pool2d_windows_by_hand(dev: Device) -> Result<()> {
     // 3 -> 2: rows [0, 2) and [1, 3), same for columns (overlapping windows)
-    let x = img3().with_requires_grad();
+    let x = img3(dev).with_requires_grad();
     let y = x.adaptive_avg_pool2d([2, 2])?;
     assert_eq!(y.to_vec::<f32>()?, vec![3., 4., 6., 7.]);
     y.sum_all()?.backward()?;
@@ -251,7 +267,7 @@ fn adaptive_avg_pool2d_windows_by_hand() -> Result<()> {
         vec![0.25, 0.5, 0.25, 0.5, 1.0, 0.5, 0.25, 0.5, 0.25]
     );
     // [1, 1] is the global mean; unbatched input keeps its rank
-    let y = img3().squeeze(0)?.adaptive_avg_pool2d([1, 1])?;
+    let y = img3(dev).squeeze(0)?.adaptive_avg_pool2d([1, 1])?;
     assert_eq!(y.dims(), &[1, 1, 1]);
     assert_eq!(y.to_vec::<f32>()?, vec![5.]);
     Ok(())
@@ -259,11 +275,16 @@ fn adaptive_avg_pool2d_windows_by_hand() -> Result<()> {
 
 // ----------------------------------------------------------------------------------- gradcheck
 
-fn randn(shape: &[usize]) -> Tensor {
-    Tensor::randn(shape, DType::F64).unwrap()
+fn randn(dev: Device, shape: &[usize]) -> Tensor {
+    Tensor::randn(shape, DType::F64)
+        .unwrap()
+        .to_device(dev)
+        .unwrap()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn check_conv2d(
+    dev: Device,
     x: &[usize],
     w: &[usize],
     bias: bool,
@@ -272,9 +293,9 @@ fn check_conv2d(
     dilation: [usize; 2],
     groups: usize,
 ) {
-    let mut inputs = vec![randn(x), randn(w)];
+    let mut inputs = vec![randn(dev, x), randn(dev, w)];
     if bias {
-        inputs.push(randn(&[w[0]]));
+        inputs.push(randn(dev, &[w[0]]));
     }
     gradcheck(
         |v| v[0].conv2d(&v[1], v.get(2), stride, padding, dilation, groups),
@@ -284,9 +305,9 @@ fn check_conv2d(
     .unwrap_or_else(|e| panic!("{stride:?} {padding:?} {dilation:?} g{groups}: {e}"));
 }
 
-#[test]
-fn gradcheck_conv2d_variants() {
+fn gradcheck_conv2d_variants(dev: Device) -> Result<()> {
     check_conv2d(
+        dev,
         &[2, 3, 5, 4],
         &[4, 3, 3, 2],
         true,
@@ -296,6 +317,7 @@ fn gradcheck_conv2d_variants() {
         1,
     );
     check_conv2d(
+        dev,
         &[2, 4, 5, 5],
         &[6, 2, 3, 3],
         true,
@@ -305,6 +327,7 @@ fn gradcheck_conv2d_variants() {
         2,
     );
     check_conv2d(
+        dev,
         &[1, 2, 7, 6],
         &[3, 2, 3, 3],
         false,
@@ -314,6 +337,7 @@ fn gradcheck_conv2d_variants() {
         1,
     );
     check_conv2d(
+        dev,
         &[2, 2, 5, 5],
         &[2, 2, 2, 3],
         true,
@@ -323,6 +347,7 @@ fn gradcheck_conv2d_variants() {
         1,
     );
     check_conv2d(
+        dev,
         &[1, 2, 7, 7],
         &[2, 2, 3, 2],
         false,
@@ -332,6 +357,7 @@ fn gradcheck_conv2d_variants() {
         1,
     );
     check_conv2d(
+        dev,
         &[2, 3, 4, 4],
         &[5, 3, 1, 1],
         true,
@@ -341,6 +367,7 @@ fn gradcheck_conv2d_variants() {
         1,
     );
     check_conv2d(
+        dev,
         &[1, 3, 6, 6],
         &[3, 1, 3, 3],
         true,
@@ -349,11 +376,15 @@ fn gradcheck_conv2d_variants() {
         [1, 1],
         3,
     );
+    Ok(())
 }
 
-#[test]
-fn gradcheck_conv1d() -> Result<()> {
-    let inputs = [randn(&[2, 4, 9]), randn(&[6, 2, 3]), randn(&[6])];
+fn gradcheck_conv1d(dev: Device) -> Result<()> {
+    let inputs = [
+        randn(dev, &[2, 4, 9]),
+        randn(dev, &[6, 2, 3]),
+        randn(dev, &[6]),
+    ];
     gradcheck(
         |v| v[0].conv1d(&v[1], Some(&v[2]), 2, 1, 2, 2),
         &inputs,
@@ -361,10 +392,9 @@ fn gradcheck_conv1d() -> Result<()> {
     )
 }
 
-#[test]
-fn gradcheck_pools() -> Result<()> {
+fn gradcheck_pools(dev: Device) -> Result<()> {
     // random values: ties (where max_pool2d is not differentiable) have probability zero
-    let x = [randn(&[2, 2, 7, 6])];
+    let x = [randn(dev, &[2, 2, 7, 6])];
     gradcheck(
         |v| v[0].max_pool2d([3, 2], [2, 2], [1, 1]),
         &x,
@@ -387,10 +417,13 @@ fn gradcheck_pools() -> Result<()> {
     )
 }
 
-#[test]
-fn conv_then_pool_backward_chain() -> Result<()> {
+fn conv_then_pool_backward_chain(dev: Device) -> Result<()> {
     // a tiny CNN body: conv -> relu -> max_pool -> mean; check gradients end to end
-    let inputs = [randn(&[2, 1, 8, 8]), randn(&[4, 1, 3, 3]), randn(&[4])];
+    let inputs = [
+        randn(dev, &[2, 1, 8, 8]),
+        randn(dev, &[4, 1, 3, 3]),
+        randn(dev, &[4]),
+    ];
     gradcheck(
         |v| {
             v[0].conv2d(&v[1], Some(&v[2]), [1, 1], [1, 1], [1, 1], 1)?
@@ -424,11 +457,11 @@ fn pair(case: &serde_json::Value, key: &str) -> [usize; 2] {
 }
 
 /// Run one fixture case in `dtype`, comparing outputs and gradients within `tol`.
-fn run_case(case: &serde_json::Value, dtype: DType, tol: f64) -> Result<()> {
+fn run_case(dev: Device, case: &serde_json::Value, dtype: DType, tol: f64) -> Result<()> {
     let name = case["name"].as_str().unwrap();
     let op = case["op"].as_str().unwrap();
     let leaf = |key: &str, shape: &[usize]| -> Result<Tensor> {
-        Ok(t64(&field(case, key), shape)
+        Ok(t64(dev, &field(case, key), shape)
             .to_dtype(dtype)?
             .with_requires_grad())
     };
@@ -488,7 +521,7 @@ fn run_case(case: &serde_json::Value, dtype: DType, tol: f64) -> Result<()> {
         tol,
         &format!("{name} y"),
     );
-    let gy = t64(&field(case, "gy"), y.dims()).to_dtype(dtype)?;
+    let gy = t64(dev, &field(case, "gy"), y.dims()).to_dtype(dtype)?;
     y.backward_with_grad(&gy)?;
     params.insert(0, ("gx", x));
     for (key, p) in params {
@@ -504,8 +537,7 @@ fn run_case(case: &serde_json::Value, dtype: DType, tol: f64) -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn matches_pytorch_fixture() -> Result<()> {
+fn matches_pytorch_fixture(dev: Device) -> Result<()> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/fixtures/conv.json"
@@ -515,18 +547,23 @@ fn matches_pytorch_fixture() -> Result<()> {
     let cases = json["cases"].as_array().unwrap();
     assert!(cases.len() >= 10);
     for case in cases {
-        run_case(case, DType::F64, 1e-7)?;
-        run_case(case, DType::F32, 1e-4)?;
+        run_case(dev, case, DType::F64, 1e-7)?;
+        run_case(dev, case, DType::F32, 1e-4)?;
     }
     Ok(())
 }
 
 // ------------------------------------------------------------------------------------- errors
 
-#[test]
-fn conv2d_channel_mismatch_names_the_shapes() {
-    let x = Tensor::zeros([2, 4, 5, 5], DType::F32).unwrap();
-    let w = Tensor::zeros([8, 3, 3, 3], DType::F32).unwrap();
+fn conv2d_channel_mismatch_names_the_shapes(dev: Device) -> Result<()> {
+    let x = Tensor::zeros([2, 4, 5, 5], DType::F32)
+        .unwrap()
+        .to_device(dev)
+        .unwrap();
+    let w = Tensor::zeros([8, 3, 3, 3], DType::F32)
+        .unwrap()
+        .to_device(dev)
+        .unwrap();
     let e = x.conv2d(&w, None, [1, 1], [0, 0], [1, 1], 1).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Shape);
     assert!(
@@ -538,11 +575,16 @@ fn conv2d_channel_mismatch_names_the_shapes() {
     );
     // the location is the caller's line, in this file
     assert!(e.to_string().contains("tests/conv.rs"), "{e}");
+    Ok(())
 }
 
-#[test]
-fn conv_argument_errors() {
-    let z = |s: &[usize]| Tensor::zeros(s, DType::F32).unwrap();
+fn conv_argument_errors(dev: Device) -> Result<()> {
+    let z = |s: &[usize]| {
+        Tensor::zeros(s, DType::F32)
+            .unwrap()
+            .to_device(dev)
+            .unwrap()
+    };
     let x = z(&[1, 4, 5, 5]);
     let w = z(&[6, 2, 3, 3]);
     let conv = |x: &Tensor, w: &Tensor, s, p, d, g| x.conv2d(w, None, s, p, d, g).unwrap_err();
@@ -584,7 +626,10 @@ fn conv_argument_errors() {
         .conv2d(&w, Some(&z(&[5])), [1, 1], [0, 0], [1, 1], 2)
         .unwrap_err();
     assert!(e.msg.contains("bias must have shape [6]"), "{e}");
-    let xi = Tensor::zeros([1, 4, 5, 5], DType::I64).unwrap();
+    let xi = Tensor::zeros([1, 4, 5, 5], DType::I64)
+        .unwrap()
+        .to_device(dev)
+        .unwrap();
     let e = conv(&xi, &w, [1, 1], [0, 0], [1, 1], 2);
     assert_eq!(e.kind, ErrorKind::DType);
     let e = conv(
@@ -613,11 +658,14 @@ fn conv_argument_errors() {
         .conv1d(&z(&[2, 2, 3]), None, 0, 0, 1, 1)
         .unwrap_err();
     assert!(e.msg.contains("stride"), "{e}");
+    Ok(())
 }
 
-#[test]
-fn pool_argument_errors() {
-    let x = Tensor::zeros([1, 2, 4, 4], DType::F32).unwrap();
+fn pool_argument_errors(dev: Device) -> Result<()> {
+    let x = Tensor::zeros([1, 2, 4, 4], DType::F32)
+        .unwrap()
+        .to_device(dev)
+        .unwrap();
     let e = x.max_pool2d([2, 2], [0, 2], [0, 0]).unwrap_err();
     assert!(e.msg.contains("stride"), "{e}");
     let e = x.avg_pool2d([2, 2], [1, 1], [2, 0]).unwrap_err();
@@ -633,7 +681,10 @@ fn pool_argument_errors() {
     assert_eq!(e.unwrap_err().kind, ErrorKind::Shape);
     let e = x.adaptive_avg_pool2d([0, 2]).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Invalid);
-    let xi = Tensor::zeros([1, 2, 4, 4], DType::U8).unwrap();
+    let xi = Tensor::zeros([1, 2, 4, 4], DType::U8)
+        .unwrap()
+        .to_device(dev)
+        .unwrap();
     assert_eq!(
         xi.max_pool2d([2, 2], [2, 2], [0, 0]).unwrap_err().kind,
         ErrorKind::DType
@@ -642,6 +693,7 @@ fn pool_argument_errors() {
         xi.adaptive_avg_pool2d([2, 2]).unwrap_err().kind,
         ErrorKind::DType
     );
+    Ok(())
 }
 
 // ---------------------------------------------------------------- fused conv2d + ReLU
@@ -650,8 +702,7 @@ fn pool_argument_errors() {
 /// input, weight and bias, on the direct path (stride 1: a small-CNN layer, a padded one,
 /// groups) and the GEMM path (stride 2), in f32 and f64. The output gradient is random, so
 /// rows the ReLU cuts and rows it passes both count.
-#[test]
-fn conv2d_relu_matches_conv2d_then_relu() -> Result<()> {
+fn conv2d_relu_matches_conv2d_then_relu(dev: Device) -> Result<()> {
     type Case = ([usize; 4], [usize; 4], [usize; 2], [usize; 2], usize);
     let cases: [Case; 5] = [
         ([3, 1, 28, 28], [8, 1, 3, 3], [1, 1], [0, 0], 1),
@@ -663,11 +714,12 @@ fn conv2d_relu_matches_conv2d_then_relu() -> Result<()> {
     ];
     for dt in [DType::F64, DType::F32] {
         for (xs, ws, stride, padding, groups) in cases {
-            let leaf =
-                |s: &[usize]| -> Result<Tensor> { Ok(Tensor::randn(s, dt)?.with_requires_grad()) };
+            let leaf = |s: &[usize]| -> Result<Tensor> {
+                Ok(Tensor::randn(s, dt)?.to_device(dev)?.with_requires_grad())
+            };
             let (x, w, b) = (leaf(&xs)?, leaf(&ws)?, leaf(&[ws[0]])?);
             let fused = x.conv2d_relu(&w, Some(&b), stride, padding, [1, 1], groups)?;
-            let gy = Tensor::randn(fused.dims(), dt)?;
+            let gy = Tensor::randn(fused.dims(), dt)?.to_device(dev)?;
             let grads = |y: &Tensor| -> Result<Vec<Vec<f64>>> {
                 for p in [&x, &w, &b] {
                     p.zero_grad();
@@ -698,10 +750,13 @@ fn conv2d_relu_matches_conv2d_then_relu() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn gradcheck_conv2d_relu() -> Result<()> {
+fn gradcheck_conv2d_relu(dev: Device) -> Result<()> {
     // away from the kink: inputs where no pre-activation sits within the probe step of 0
-    let inputs = [randn(&[2, 3, 6, 5]), randn(&[4, 3, 3, 3]), randn(&[4])];
+    let inputs = [
+        randn(dev, &[2, 3, 6, 5]),
+        randn(dev, &[4, 3, 3, 3]),
+        randn(dev, &[4]),
+    ];
     gradcheck(
         |v| v[0].conv2d_relu(&v[1], Some(&v[2]), [1, 1], [1, 1], [1, 1], 1),
         &inputs,

@@ -2,7 +2,10 @@
 //! case, a layer's weights, an input, the output gradient, and PyTorch's output, gradients and
 //! buffers (computed in f64 from f32-rounded data). We build the same layer with `might`, copy
 //! the weights into its *named* parameters (so names must match PyTorch's), run f32 forward and
-//! backward, and compare.
+//! backward, and compare. Runs on every device (`tests/common`): the layer is built on the CPU
+//! and moved with `Module::to_device`, its inputs and constants made on the device.
+
+mod common;
 
 use might::nn::functional::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, scaled_dot_product_attention,
@@ -13,7 +16,7 @@ use might::nn::{
     Embedding, LayerNorm, Linear, LogSoftmax, MaxPool2d, MhaConfig, Module, MultiheadAttention,
     RMSNorm, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU,
 };
-use might::{no_grad, DType, Result, Tensor};
+use might::{no_grad, DType, Device, Result, Tensor};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -44,17 +47,14 @@ fn data(v: &Value) -> (Vec<f64>, Vec<usize>) {
     (d, shape)
 }
 
-fn f32_tensor(v: &Value) -> Tensor {
+fn f32_tensor(v: &Value, dev: Device) -> Tensor {
     let (d, s) = data(v);
-    Tensor::from_vec(d, s)
-        .unwrap()
-        .to_dtype(DType::F32)
-        .unwrap()
+    common::on(dev, d, s).unwrap().to_dtype(DType::F32).unwrap()
 }
 
-fn i64_tensor(v: &Value) -> Tensor {
+fn i64_tensor(v: &Value, dev: Device) -> Tensor {
     let (d, s) = data(v);
-    Tensor::from_vec(d.into_iter().map(|x| x as i64).collect::<Vec<_>>(), s).unwrap()
+    common::on(dev, d.into_iter().map(|x| x as i64).collect::<Vec<_>>(), s).unwrap()
 }
 
 fn compare(case: &str, what: &str, got: &Tensor, want: &Value) {
@@ -115,7 +115,7 @@ fn usizes(v: &Value) -> Vec<usize> {
 }
 
 /// The layer for a case, or `None` for a kind this file does not know.
-fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
+fn build(kind: &str, c: &Value, dev: Device) -> Result<Option<Box<dyn Module>>> {
     let u = |k: &str| c[k].as_u64().unwrap() as usize;
     Ok(Some(match kind {
         "linear" => Box::new(Linear::new(u("in"), u("out"), c["bias"].as_bool().unwrap())),
@@ -155,7 +155,7 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
                     .map(|r| usizes(r).iter().map(|&v| v == 1).collect())
                     .collect();
                 let n = rows[0].len();
-                let kpm = Tensor::from_vec(rows.concat(), [rows.len(), n])?;
+                let kpm = common::on(dev, rows.concat(), [rows.len(), n])?;
                 Box::new(MhaKpm(m, kpm))
             } else {
                 Box::new(m)
@@ -163,8 +163,8 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
         }
         "sdpa" => {
             let (k, v, causal) = (
-                f32_tensor(&c["k"]),
-                f32_tensor(&c["v"]),
+                f32_tensor(&c["k"], dev),
+                f32_tensor(&c["v"], dev),
                 c["causal"].as_bool().unwrap(),
             );
             Box::new(Func(Box::new(move |q| {
@@ -173,12 +173,12 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
         }
         "cross_entropy" | "cross_entropy_prob" => {
             let t = if kind == "cross_entropy" {
-                i64_tensor(&c["target"])
+                i64_tensor(&c["target"], dev)
             } else {
-                f32_tensor(&c["target"])
+                f32_tensor(&c["target"], dev)
             };
             let o = CrossEntropyOptions {
-                weight: c.get("weight").map(f32_tensor),
+                weight: c.get("weight").map(|w| f32_tensor(w, dev)),
                 label_smoothing: c["label_smoothing"].as_f64().unwrap(),
                 reduction: reduction(c),
                 ..Default::default()
@@ -186,14 +186,14 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
             Box::new(Func(Box::new(move |x| cross_entropy(x, &t, &o))))
         }
         "bce_logits" => {
-            let (t, r) = (f32_tensor(&c["target"]), reduction(c));
+            let (t, r) = (f32_tensor(&c["target"], dev), reduction(c));
             Box::new(Func(Box::new(move |x| {
                 binary_cross_entropy_with_logits(x, &t, r)
             })))
         }
         "huber" => {
             let (t, r, d) = (
-                f32_tensor(&c["target"]),
+                f32_tensor(&c["target"], dev),
                 reduction(c),
                 c["delta"].as_f64().unwrap(),
             );
@@ -224,7 +224,8 @@ fn build(kind: &str, c: &Value) -> Result<Option<Box<dyn Module>>> {
 }
 
 /// Load weights and buffers by name, run forward/backward, compare with PyTorch.
-pub fn check_case(case: &Value, mut m: Box<dyn Module>) -> Result<()> {
+pub fn check_case(case: &Value, mut m: Box<dyn Module>, dev: Device) -> Result<()> {
+    m.to_device(dev)?;
     let name = case["name"].as_str().unwrap();
     m.train(case["train"].as_bool().unwrap());
     let want_params: BTreeSet<&String> = case["params"].as_object().unwrap().keys().collect();
@@ -234,21 +235,23 @@ pub fn check_case(case: &Value, mut m: Box<dyn Module>) -> Result<()> {
     {
         let _g = no_grad();
         for (n, p) in &params {
-            p.copy_(&f32_tensor(&case["params"][n]))?;
+            assert_eq!(p.device(), dev, "{name}: {n} moved");
+            p.copy_(&f32_tensor(&case["params"][n], dev))?;
         }
         for (n, b) in m.named_buffers() {
-            b.copy_(&f32_tensor(&case["buffers_before"][&n]))?;
+            b.copy_(&f32_tensor(&case["buffers_before"][&n], dev))?;
         }
     }
     let xin = &case["input"];
     let x = if case["kind"] == "embedding" {
-        i64_tensor(xin)
+        i64_tensor(xin, dev)
     } else {
-        f32_tensor(xin).with_requires_grad()
+        f32_tensor(xin, dev).with_requires_grad()
     };
     let y = m.forward(&x)?;
     compare(name, "output", &y, &case["output"]);
-    y.backward_with_grad(&f32_tensor(&case["grad_output"]))?;
+    assert_eq!(y.device(), dev, "{name}: output device");
+    y.backward_with_grad(&f32_tensor(&case["grad_output"], dev))?;
     for (k, want) in case["grads"].as_object().unwrap() {
         let t = if k == "input" {
             x.clone()
@@ -266,14 +269,15 @@ pub fn check_case(case: &Value, mut m: Box<dyn Module>) -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn layers_and_losses_match_pytorch() -> Result<()> {
+device_tests!(layers_and_losses_match_pytorch);
+
+fn layers_and_losses_match_pytorch(dev: Device) -> Result<()> {
     let fx = load_fixture();
     let mut done = vec![];
     for case in fx["cases"].as_array().unwrap() {
         let kind = case["kind"].as_str().unwrap();
-        if let Some(m) = build(kind, &case["config"])? {
-            check_case(case, m)?;
+        if let Some(m) = build(kind, &case["config"], dev)? {
+            check_case(case, m, dev)?;
             done.push(case["name"].as_str().unwrap().to_string());
         }
     }

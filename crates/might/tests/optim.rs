@@ -7,14 +7,37 @@ use might::optim::{
     Optimizer, OptimizerState, ParamGroup, RmsProp, RmsPropConfig, Scheduler, Sgd, SgdConfig,
     StepLR, WarmupCosine,
 };
-use might::{DType, ErrorKind, Result, Tensor};
+use might::{DType, Device, ErrorKind, Result, Tensor};
 
-fn param(v: &[f64]) -> Tensor {
-    Tensor::new(v).with_requires_grad()
+mod common;
+
+device_tests!(
+    sgd_momentum_dampening_weight_decay_by_hand,
+    sgd_plain_and_nesterov_by_hand,
+    adam_adamw_first_steps_by_hand,
+    adam_amsgrad_keeps_the_max_second_moment,
+    rmsprop_plain_centered_momentum_by_hand,
+    params_without_grad_are_skipped_and_keep_no_state,
+    param_groups_override_weight_decay_and_scale_lr,
+    updates_are_in_place_and_reach_views_and_half_precision,
+    clip_grad_norm_matches_pytorch_formula,
+    clip_grad_norm_of_large_gradients,
+    clipping_a_gradient_shared_by_two_params_scales_it_once,
+    clip_grad_value_clamps_elementwise,
+    scheduler_drives_any_optimizer,
+    state_dict_round_trip_reproduces_the_run,
+    load_state_dict_rejects_foreign_state_and_changes_nothing,
+    trajectories_match_pytorch,
+);
+
+fn param(dev: Device, v: &[f64]) -> Tensor {
+    Tensor::new(v).to_device(dev).unwrap().with_requires_grad()
 }
 
+/// Set `p`'s gradient (on `p`'s device).
 fn grad(p: &Tensor, g: &[f64]) {
-    p.set_grad(Some(Tensor::from_slice(g, p.dims()).unwrap()));
+    let g = Tensor::from_slice(g, p.dims()).unwrap();
+    p.set_grad(Some(g.to_device(p.device()).unwrap()));
 }
 
 fn close(a: &[f64], b: &[f64], tol: f64) {
@@ -29,9 +52,8 @@ fn close(a: &[f64], b: &[f64], tol: f64) {
 
 // ---------- hand-computed steps ----------
 
-#[test]
-fn sgd_momentum_dampening_weight_decay_by_hand() -> Result<()> {
-    let p = param(&[1.0, -2.0]);
+fn sgd_momentum_dampening_weight_decay_by_hand(dev: Device) -> Result<()> {
+    let p = param(dev, &[1.0, -2.0]);
     let cfg = SgdConfig {
         lr: 0.1,
         momentum: 0.9,
@@ -64,9 +86,8 @@ fn sgd_momentum_dampening_weight_decay_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn sgd_plain_and_nesterov_by_hand() -> Result<()> {
-    let p = param(&[1.0]);
+fn sgd_plain_and_nesterov_by_hand(dev: Device) -> Result<()> {
+    let p = param(dev, &[1.0]);
     let mut opt = Sgd::new(
         vec![p.clone()],
         SgdConfig {
@@ -79,7 +100,7 @@ fn sgd_plain_and_nesterov_by_hand() -> Result<()> {
     assert_eq!(p.to_vec::<f64>()?, vec![0.875]);
     assert!(opt.state_dict().tensors.is_empty(), "no momentum, no state");
 
-    let q = param(&[1.0]);
+    let q = param(dev, &[1.0]);
     let cfg = SgdConfig {
         lr: 0.1,
         momentum: 0.9,
@@ -94,7 +115,7 @@ fn sgd_plain_and_nesterov_by_hand() -> Result<()> {
     close(&q.to_vec::<f64>()?, &[0.886 - 0.1626], 1e-12);
 
     let e = Sgd::new(
-        vec![param(&[1.0])],
+        vec![param(dev, &[1.0])],
         SgdConfig {
             nesterov: true,
             ..Default::default()
@@ -107,10 +128,9 @@ fn sgd_plain_and_nesterov_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn adam_adamw_first_steps_by_hand() -> Result<()> {
+fn adam_adamw_first_steps_by_hand(dev: Device) -> Result<()> {
     // a constant gradient makes every bias-corrected Adam step exactly lr·sign(g)
-    let p = param(&[1.0, 1.0]);
+    let p = param(dev, &[1.0, 1.0]);
     let cfg = AdamConfig {
         lr: 0.1,
         eps: 0.0,
@@ -133,7 +153,7 @@ fn adam_adamw_first_steps_by_hand() -> Result<()> {
     );
 
     // Adam's L2 decay enters the gradient; AdamW's shrinks the weight first
-    let a = param(&[1.0]);
+    let a = param(dev, &[1.0]);
     let mut adam = Adam::new(
         vec![a.clone()],
         AdamConfig {
@@ -145,7 +165,7 @@ fn adam_adamw_first_steps_by_hand() -> Result<()> {
     grad(&a, &[-0.2]); // d = -0.2 + 0.5 = 0.3 > 0: one lr step down
     adam.step()?;
     close(&a.to_vec::<f64>()?, &[0.9], 1e-6);
-    let w = param(&[1.0]);
+    let w = param(dev, &[1.0]);
     let mut adamw = AdamW::new(
         vec![w.clone()],
         AdamConfig {
@@ -160,9 +180,8 @@ fn adam_adamw_first_steps_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn adam_amsgrad_keeps_the_max_second_moment() -> Result<()> {
-    let p = param(&[0.0]);
+fn adam_amsgrad_keeps_the_max_second_moment(dev: Device) -> Result<()> {
+    let p = param(dev, &[0.0]);
     let cfg = AdamConfig {
         lr: 0.1,
         amsgrad: true,
@@ -197,10 +216,9 @@ fn adam_amsgrad_keeps_the_max_second_moment() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn rmsprop_plain_centered_momentum_by_hand() -> Result<()> {
+fn rmsprop_plain_centered_momentum_by_hand(dev: Device) -> Result<()> {
     let run = |cfg: RmsPropConfig, steps: usize| -> Result<f64> {
-        let p = param(&[1.0]);
+        let p = param(dev, &[1.0]);
         let mut opt = RmsProp::new(vec![p.clone()], cfg)?;
         for _ in 0..steps {
             grad(&p, &[0.5]);
@@ -231,10 +249,9 @@ fn rmsprop_plain_centered_momentum_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn params_without_grad_are_skipped_and_keep_no_state() -> Result<()> {
-    let a = param(&[1.0]);
-    let b = param(&[2.0]);
+fn params_without_grad_are_skipped_and_keep_no_state(dev: Device) -> Result<()> {
+    let a = param(dev, &[1.0]);
+    let b = param(dev, &[2.0]);
     let mut opt = Adam::new(vec![a.clone(), b.clone()], AdamConfig::default())?;
     grad(&a, &[1.0]);
     opt.step()?;
@@ -249,10 +266,11 @@ fn params_without_grad_are_skipped_and_keep_no_state() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn param_groups_override_weight_decay_and_scale_lr() -> Result<()> {
-    let w = Tensor::from_slice(&[1.0f64, 1.0], [1, 2])?.with_requires_grad();
-    let bias = param(&[1.0]);
+fn param_groups_override_weight_decay_and_scale_lr(dev: Device) -> Result<()> {
+    let w = Tensor::from_slice(&[1.0f64, 1.0], [1, 2])?
+        .to_device(dev)?
+        .with_requires_grad();
+    let bias = param(dev, &[1.0]);
     let named = vec![
         ("w".to_string(), w.clone()),
         ("b".to_string(), bias.clone()),
@@ -276,15 +294,18 @@ fn param_groups_override_weight_decay_and_scale_lr() -> Result<()> {
 
     let e = Sgd::new(vec![w.clone(), w.clone()], cfg).err().unwrap();
     assert!(e.to_string().contains("twice"), "{e}");
-    let e = Sgd::new(vec![Tensor::new(&[1i64])], cfg).err().unwrap();
+    let e = Sgd::new(vec![Tensor::new(&[1i64]).to_device(dev).unwrap()], cfg)
+        .err()
+        .unwrap();
     assert_eq!(e.kind, ErrorKind::DType);
     Ok(())
 }
 
-#[test]
-fn updates_are_in_place_and_reach_views_and_half_precision() -> Result<()> {
+fn updates_are_in_place_and_reach_views_and_half_precision(dev: Device) -> Result<()> {
     // the model's tensor and the optimizer's share storage: the model sees the step
-    let model_w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [2, 2])?.with_requires_grad();
+    let model_w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], [2, 2])?
+        .to_device(dev)?
+        .with_requires_grad();
     let mut opt = Sgd::new(
         vec![model_w.clone()],
         SgdConfig {
@@ -297,7 +318,7 @@ fn updates_are_in_place_and_reach_views_and_half_precision() -> Result<()> {
     assert_eq!(model_w.to_vec::<f32>()?, vec![0.5, 1.5, 2.5, 3.5]);
 
     // a strided parameter (a transposed view) is updated through its base storage
-    let base = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2])?;
+    let base = Tensor::from_slice(&[1.0f64, 2.0, 3.0, 4.0], [2, 2])?.to_device(dev)?;
     let view = base.t()?;
     view.requires_grad_(true);
     let mut opt = Sgd::new(
@@ -312,7 +333,9 @@ fn updates_are_in_place_and_reach_views_and_half_precision() -> Result<()> {
     assert_eq!(base.to_vec::<f64>()?, vec![0.0, 2.0, 3.0, 4.0]);
 
     for dt in [DType::F16, DType::BF16] {
-        let h = Tensor::full([3], 1.0, dt)?.with_requires_grad();
+        let h = Tensor::full([3], 1.0, dt)?
+            .to_device(dev)?
+            .with_requires_grad();
         let mut opt = Adam::new(
             vec![h.clone()],
             AdamConfig {
@@ -320,7 +343,7 @@ fn updates_are_in_place_and_reach_views_and_half_precision() -> Result<()> {
                 ..Default::default()
             },
         )?;
-        h.set_grad(Some(Tensor::full([3], 2.0, dt)?));
+        h.set_grad(Some(Tensor::full([3], 2.0, dt)?.to_device(dev)?));
         opt.step()?;
         assert_eq!(h.dtype(), dt);
         close(&h.to_f64_vec(), &[0.75; 3], 1e-3);
@@ -330,10 +353,12 @@ fn updates_are_in_place_and_reach_views_and_half_precision() -> Result<()> {
         );
     }
 
-    let p = param(&[1.0, 2.0]);
+    let p = param(dev, &[1.0, 2.0]);
     let mut opt = Sgd::new(vec![p.clone()], SgdConfig::default())?;
     grad(&p, &[1.0, 2.0]);
-    p.set_grad(Some(Tensor::new(&[1.0f64, 2.0, 3.0])));
+    p.set_grad(Some(
+        Tensor::new(&[1.0f64, 2.0, 3.0]).to_device(dev).unwrap(),
+    ));
     let e = opt.step().unwrap_err();
     assert_eq!(e.kind, ErrorKind::Shape);
     Ok(())
@@ -378,11 +403,10 @@ fn large_f32_parameter_split_across_threads_matches_f64() -> Result<()> {
 
 // ---------- clipping ----------
 
-#[test]
-fn clip_grad_norm_matches_pytorch_formula() -> Result<()> {
-    let a = param(&[0.0, 0.0]);
-    let b = param(&[0.0]);
-    let c = param(&[0.0]); // no grad: ignored
+fn clip_grad_norm_matches_pytorch_formula(dev: Device) -> Result<()> {
+    let a = param(dev, &[0.0, 0.0]);
+    let b = param(dev, &[0.0]);
+    let c = param(dev, &[0.0]); // no grad: ignored
     grad(&a, &[3.0, 4.0]);
     grad(&b, &[12.0]);
     let params = [a.clone(), b.clone(), c.clone()];
@@ -412,8 +436,7 @@ fn clip_grad_norm_matches_pytorch_formula() -> Result<()> {
 
 /// Large gradients (the vector path, split across threads when there are two) give the f64
 /// norm of their values, f32 and f64, lengths with a tail past the 16-wide chunks.
-#[test]
-fn clip_grad_norm_of_large_gradients() -> Result<()> {
+fn clip_grad_norm_of_large_gradients(dev: Device) -> Result<()> {
     let before = might::get_num_threads();
     for threads in [1, 2] {
         might::set_num_threads(threads);
@@ -422,11 +445,18 @@ fn clip_grad_norm_of_large_gradients() -> Result<()> {
             (DType::F64, 40_001),
             (DType::F32, 17),
         ] {
-            let p = Tensor::zeros([len], dt)?.with_requires_grad();
+            let p = Tensor::zeros([len], dt)?
+                .to_device(dev)?
+                .with_requires_grad();
             let vals: Vec<f64> = (0..len)
                 .map(|i| ((i * 7919) % 1000) as f64 / 250.0 - 2.0)
                 .collect();
-            p.set_grad(Some(Tensor::new(vals.as_slice()).to_dtype(dt)?));
+            p.set_grad(Some(
+                Tensor::new(vals.as_slice())
+                    .to_device(dev)
+                    .unwrap()
+                    .to_dtype(dt)?,
+            ));
             let want: f64 = p
                 .grad()
                 .unwrap()
@@ -443,11 +473,10 @@ fn clip_grad_norm_of_large_gradients() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn clipping_a_gradient_shared_by_two_params_scales_it_once() -> Result<()> {
-    let a = param(&[0.0, 0.0]);
-    let b = param(&[0.0, 0.0]);
-    let g = Tensor::new(&[3.0f64, 4.0]);
+fn clipping_a_gradient_shared_by_two_params_scales_it_once(dev: Device) -> Result<()> {
+    let a = param(dev, &[0.0, 0.0]);
+    let b = param(dev, &[0.0, 0.0]);
+    let g = Tensor::new(&[3.0f64, 4.0]).to_device(dev).unwrap();
     a.set_grad(Some(g.clone()));
     b.set_grad(Some(g.clone()));
     let total = clip_grad_norm_(&[a.clone(), b.clone()], 1.0)?;
@@ -471,10 +500,13 @@ fn clipping_a_gradient_shared_by_two_params_scales_it_once() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn clip_grad_value_clamps_elementwise() -> Result<()> {
-    let a = Tensor::zeros([3], DType::F32)?.with_requires_grad();
-    a.set_grad(Some(Tensor::new(&[-2.0f32, 0.05, 7.0])));
+fn clip_grad_value_clamps_elementwise(dev: Device) -> Result<()> {
+    let a = Tensor::zeros([3], DType::F32)?
+        .to_device(dev)?
+        .with_requires_grad();
+    a.set_grad(Some(
+        Tensor::new(&[-2.0f32, 0.05, 7.0]).to_device(dev).unwrap(),
+    ));
     clip_grad_value_(std::slice::from_ref(&a), 0.1)?;
     assert_eq!(a.grad().unwrap().to_vec::<f32>()?, vec![-0.1, 0.05, 0.1]);
     assert!(clip_grad_value_(&[a], -1.0).is_err());
@@ -560,9 +592,8 @@ fn warmup_onecycle_warmupcosine_by_hand() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn scheduler_drives_any_optimizer() -> Result<()> {
-    let p = param(&[1.0]);
+fn scheduler_drives_any_optimizer(dev: Device) -> Result<()> {
+    let p = param(dev, &[1.0]);
     let mut opt = Adam::new(
         vec![p.clone()],
         AdamConfig {
@@ -602,8 +633,8 @@ fn quadratic_grads(ps: &[Tensor], k: usize) {
     }
 }
 
-fn roundtrip(make: &dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>) -> Result<()> {
-    let ps = vec![param(&[1.0, -0.5, 0.25]), param(&[2.0])];
+fn roundtrip(dev: Device, make: &dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>) -> Result<()> {
+    let ps = vec![param(dev, &[1.0, -0.5, 0.25]), param(dev, &[2.0])];
     let mut opt = make(ps.clone());
     for k in 0..3 {
         quadratic_grads(&ps, k);
@@ -622,7 +653,7 @@ fn roundtrip(make: &dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>) -> Result<()> {
     // restore into a fresh optimizer and rerun: identical
     for (p, v) in ps.iter().zip(&saved_p) {
         let _g = might::no_grad();
-        p.copy_(&Tensor::new(v.as_slice()))?;
+        p.copy_(&Tensor::new(v.as_slice()).to_device(dev)?)?;
     }
     let mut fresh = make(ps.clone());
     fresh.set_lr(123.0);
@@ -633,9 +664,8 @@ fn roundtrip(make: &dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>) -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn state_dict_round_trip_reproduces_the_run() -> Result<()> {
-    roundtrip(&|ps| {
+fn state_dict_round_trip_reproduces_the_run(dev: Device) -> Result<()> {
+    roundtrip(dev, &|ps| {
         Box::new(
             Sgd::new(
                 ps,
@@ -649,7 +679,7 @@ fn state_dict_round_trip_reproduces_the_run() -> Result<()> {
             .unwrap(),
         )
     })?;
-    roundtrip(&|ps| {
+    roundtrip(dev, &|ps| {
         Box::new(
             Adam::new(
                 ps,
@@ -662,8 +692,10 @@ fn state_dict_round_trip_reproduces_the_run() -> Result<()> {
             .unwrap(),
         )
     })?;
-    roundtrip(&|ps| Box::new(AdamW::new(ps, AdamConfig::adamw()).unwrap()))?;
-    roundtrip(&|ps| {
+    roundtrip(dev, &|ps| {
+        Box::new(AdamW::new(ps, AdamConfig::adamw()).unwrap())
+    })?;
+    roundtrip(dev, &|ps| {
         Box::new(
             RmsProp::new(
                 ps,
@@ -678,9 +710,8 @@ fn state_dict_round_trip_reproduces_the_run() -> Result<()> {
     })
 }
 
-#[test]
-fn load_state_dict_rejects_foreign_state_and_changes_nothing() -> Result<()> {
-    let p = param(&[1.0, 2.0]);
+fn load_state_dict_rejects_foreign_state_and_changes_nothing(dev: Device) -> Result<()> {
+    let p = param(dev, &[1.0, 2.0]);
     let mut opt = Adam::new(vec![p.clone()], AdamConfig::default())?;
     grad(&p, &[1.0, 1.0]);
     opt.step()?;
@@ -689,14 +720,16 @@ fn load_state_dict_rejects_foreign_state_and_changes_nothing() -> Result<()> {
     assert_eq!(names, ["state.0.exp_avg", "state.0.exp_avg_sq"]);
 
     let mut bad = good.clone();
-    bad.tensors[0].1 = Tensor::new(&[1.0f64, 2.0, 3.0]);
+    bad.tensors[0].1 = Tensor::new(&[1.0f64, 2.0, 3.0]).to_device(dev).unwrap();
     assert_eq!(
         opt.load_state_dict(&bad).unwrap_err().kind,
         ErrorKind::Shape
     );
     let mut bad = good.clone();
-    bad.tensors
-        .push(("state.7.exp_avg".into(), Tensor::new(&[0.0f64, 0.0])));
+    bad.tensors.push((
+        "state.7.exp_avg".into(),
+        Tensor::new(&[0.0f64, 0.0]).to_device(dev).unwrap(),
+    ));
     assert!(opt.load_state_dict(&bad).is_err());
     let mut bad = good.clone();
     bad.tensors.remove(1);
@@ -722,8 +755,7 @@ fn load_state_dict_rejects_foreign_state_and_changes_nothing() -> Result<()> {
 
 // ---------- PyTorch parity ----------
 
-#[test]
-fn trajectories_match_pytorch() -> Result<()> {
+fn trajectories_match_pytorch(dev: Device) -> Result<()> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/fixtures/optim.json"
@@ -737,8 +769,8 @@ fn trajectories_match_pytorch() -> Result<()> {
             .map(|x| x.as_f64().unwrap())
             .collect()
     };
-    let x = Tensor::from_vec(f64s(&data["x"]), [6, 4])?;
-    let y = Tensor::from_vec(f64s(&data["y"]), [6, 3])?;
+    let x = Tensor::from_vec(f64s(&data["x"]), [6, 4])?.to_device(dev)?;
+    let y = Tensor::from_vec(f64s(&data["y"]), [6, 3])?.to_device(dev)?;
     let steps = data["steps"].as_u64().unwrap() as usize;
     let cases = data["cases"].as_array().unwrap();
     assert!(cases.len() >= 15);
@@ -746,8 +778,12 @@ fn trajectories_match_pytorch() -> Result<()> {
         let name = c["name"].as_str().unwrap();
         let num = |k: &str, d: f64| c.get(k).and_then(|v| v.as_f64()).unwrap_or(d);
         let flag = |k: &str| c.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
-        let w = Tensor::from_vec(f64s(&data["w0"]), [4, 3])?.with_requires_grad();
-        let b = Tensor::from_vec(f64s(&data["b0"]), [3])?.with_requires_grad();
+        let w = Tensor::from_vec(f64s(&data["w0"]), [4, 3])?
+            .to_device(dev)?
+            .with_requires_grad();
+        let b = Tensor::from_vec(f64s(&data["b0"]), [3])?
+            .to_device(dev)?
+            .with_requires_grad();
         let lr = num("lr", 0.0);
         let wd = num("weight_decay", 0.0);
         let groups = if flag("groups") {

@@ -1,7 +1,9 @@
 //! PyTorch parity for the core ops: values and gradients recorded by
 //! `tests/fixtures/gen_core.py` (PyTorch is not needed to run this test).
 
-use might::{DType, Result, Tensor};
+mod common;
+
+use might::{DType, Device, Result, Tensor};
 use serde_json::Value;
 
 fn fixture() -> Value {
@@ -32,7 +34,7 @@ fn num(v: &Value) -> f64 {
     }
 }
 
-fn decode(v: &Value) -> Tensor {
+fn decode(v: &Value, dev: Device) -> Tensor {
     let s = shape(v);
     let d = v["data"].as_array().unwrap();
     match v["dtype"].as_str().unwrap() {
@@ -40,6 +42,7 @@ fn decode(v: &Value) -> Tensor {
         "int64" => Tensor::from_vec(d.iter().map(|x| x.as_i64().unwrap()).collect(), s),
         _ => Tensor::from_vec(d.iter().map(num).collect::<Vec<f64>>(), s),
     }
+    .and_then(|t| t.to_device(dev))
     .unwrap()
 }
 
@@ -162,8 +165,9 @@ fn close(name: &str, what: &str, got: &Tensor, want: &Value) {
     }
 }
 
-#[test]
-fn core_ops_match_pytorch() {
+device_tests!(core_ops_match_pytorch);
+
+fn core_ops_match_pytorch(dev: Device) -> Result<()> {
     let fx = fixture();
     let cases = fx["cases"].as_array().unwrap();
     let mut checked_grads = 0;
@@ -181,7 +185,7 @@ fn core_ops_match_pytorch() {
             .unwrap()
             .iter()
             .map(|v| {
-                let t = decode(v);
+                let t = decode(v, dev);
                 if wants_grad && t.dtype() == DType::F64 {
                     t.with_requires_grad()
                 } else {
@@ -211,6 +215,7 @@ fn core_ops_match_pytorch() {
         }
         let (out, out2) = run(c["op"].as_str().unwrap(), &c["args"], &xs)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(out.device(), dev, "{name}: output device");
         close(name, "output", &out, &c["output"]);
         if let (Some(o2), Some(w2)) = (out2, c.get("output2")) {
             close(name, "indices", &o2, w2);
@@ -218,7 +223,7 @@ fn core_ops_match_pytorch() {
         if let Some(grads) = c.get("grads") {
             let n = out.numel();
             let w: Vec<f64> = (0..n).map(|i| 0.5 + ((i * 7) % 11) as f64 * 0.3).collect();
-            let w = Tensor::from_vec(w, out.shape()).unwrap();
+            let w = Tensor::from_vec(w, out.shape())?.to_device(dev)?;
             out.backward_with_grad(&w)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             for (k, gw) in grads.as_array().unwrap().iter().enumerate() {
@@ -228,6 +233,7 @@ fn core_ops_match_pytorch() {
                 let g = leaves[k]
                     .grad()
                     .unwrap_or_else(|| Tensor::zeros(leaves[k].shape(), DType::F64).unwrap());
+                assert_eq!(g.device(), dev, "{name}: grad[{k}] device");
                 close(name, &format!("grad[{k}]"), &g, gw);
                 checked_grads += 1;
             }
@@ -238,4 +244,5 @@ fn core_ops_match_pytorch() {
         "{} cases, {checked_grads} grads",
         cases.len()
     );
+    Ok(())
 }

@@ -1,15 +1,38 @@
 //! Hand-computed checks of the core: creation, views, broadcasting, reductions, matmul, autograd.
 
 use might::autograd::{gradcheck, GradCheck};
-use might::{DType, ErrorKind, Result, Tensor};
+use might::{DType, Device, ErrorKind, Result, Tensor};
 
-fn t(v: &[f32], s: &[usize]) -> Tensor {
-    Tensor::from_slice(v, s).unwrap()
+mod common;
+
+device_tests!(
+    views_share_storage_and_read_in_logical_order,
+    broadcasting_add_and_error_names_shapes,
+    strict_broadcast_refuses_double_expansion,
+    reductions,
+    matmul_shapes_and_values,
+    autograd_mlp_like_graph,
+    gradchecks,
+    creation_and_rng_are_reproducible,
+    dtypes_convert_and_half_matmul_accumulates_in_f32,
+    in_place_ops_write_through_views,
+    chunk_split_squeeze_flatten_expand,
+    printing_like_pytorch,
+    backward_accumulates_and_frees_graph,
+    long_row_sums_are_exact_on_integers,
+    in_place_ops_with_broadcast_or_strided_sources_reach_every_element,
+    comparisons_and_where_match_plain_evaluation,
+    transposed_views_copy_to_the_right_places,
+);
+
+fn t(dev: Device, v: &[f32], s: &[usize]) -> Tensor {
+    Tensor::from_slice(v, s).unwrap().to_device(dev).unwrap()
 }
 
-#[test]
-fn views_share_storage_and_read_in_logical_order() -> Result<()> {
-    let a = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?.reshape([2, 3])?;
+fn views_share_storage_and_read_in_logical_order(dev: Device) -> Result<()> {
+    let a = Tensor::arange(0.0, 6.0, 1.0, DType::F32)?
+        .to_device(dev)?
+        .reshape([2, 3])?;
     let b = a.t()?;
     assert!(b.same_storage(&a));
     assert!(!b.is_contiguous());
@@ -26,17 +49,16 @@ fn views_share_storage_and_read_in_logical_order() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn broadcasting_add_and_error_names_shapes() -> Result<()> {
-    let a = t(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
-    let b = t(&[10., 20., 30.], &[3]);
+fn broadcasting_add_and_error_names_shapes(dev: Device) -> Result<()> {
+    let a = t(dev, &[1., 2., 3., 4., 5., 6.], &[2, 3]);
+    let b = t(dev, &[10., 20., 30.], &[3]);
     assert_eq!(
         a.add(&b)?.to_vec::<f32>()?,
         vec![11., 22., 33., 14., 25., 36.]
     );
-    let c = t(&[1., 2.], &[2, 1]);
+    let c = t(dev, &[1., 2.], &[2, 1]);
     assert_eq!(a.mul(&c)?.to_vec::<f32>()?, vec![1., 2., 3., 8., 10., 12.]);
-    let bad = t(&[1., 2.], &[2]);
+    let bad = t(dev, &[1., 2.], &[2]);
     let e = a.add(&bad).unwrap_err();
     let msg = e.to_string();
     assert!(
@@ -46,19 +68,17 @@ fn broadcasting_add_and_error_names_shapes() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn strict_broadcast_refuses_double_expansion() -> Result<()> {
-    let a = t(&[1., 2., 3.], &[3, 1]);
-    let b = t(&[1., 2., 3.], &[1, 3]);
+fn strict_broadcast_refuses_double_expansion(dev: Device) -> Result<()> {
+    let a = t(dev, &[1., 2., 3.], &[3, 1]);
+    let b = t(dev, &[1., 2., 3.], &[1, 3]);
     assert_eq!(a.add(&b)?.dims(), &[3, 3]);
     let _g = might::strict_broadcast();
     assert!(a.add(&b).is_err());
     Ok(())
 }
 
-#[test]
-fn reductions() -> Result<()> {
-    let a = t(&[1., 5., 3., 4., 2., 6.], &[2, 3]);
+fn reductions(dev: Device) -> Result<()> {
+    let a = t(dev, &[1., 5., 3., 4., 2., 6.], &[2, 3]);
     assert_eq!(a.sum(0, false)?.to_vec::<f32>()?, vec![5., 7., 9.]);
     assert_eq!(a.sum(1, true)?.dims(), &[2, 1]);
     assert_eq!(a.sum(1, false)?.to_vec::<f32>()?, vec![9., 12.]);
@@ -72,17 +92,16 @@ fn reductions() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn matmul_shapes_and_values() -> Result<()> {
-    let a = t(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
-    let b = t(&[1., 0., 0., 1., 1., 1.], &[3, 2]);
+fn matmul_shapes_and_values(dev: Device) -> Result<()> {
+    let a = t(dev, &[1., 2., 3., 4., 5., 6.], &[2, 3]);
+    let b = t(dev, &[1., 0., 0., 1., 1., 1.], &[3, 2]);
     assert_eq!(a.matmul(&b)?.to_vec::<f32>()?, vec![4., 5., 10., 11.]);
     // transposed operand, no copy
     assert_eq!(
         a.matmul(&a.t()?)?.to_vec::<f32>()?,
         vec![14., 32., 32., 77.]
     );
-    let v = t(&[1., 1., 1.], &[3]);
+    let v = t(dev, &[1., 1., 1.], &[3]);
     assert_eq!(a.matmul(&v)?.to_vec::<f32>()?, vec![6., 15.]);
     assert_eq!(v.matmul(&v)?.dims(), &[] as &[usize]);
     let e = a.matmul(&a).unwrap_err().to_string();
@@ -93,10 +112,11 @@ fn matmul_shapes_and_values() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn autograd_mlp_like_graph() -> Result<()> {
-    let x = Tensor::from_vec(vec![1f64, 2., 3., 4.], [2, 2])?;
-    let w = Tensor::from_vec(vec![0.5f64, -1., 2., 1.], [2, 2])?.with_requires_grad();
+fn autograd_mlp_like_graph(dev: Device) -> Result<()> {
+    let x = Tensor::from_vec(vec![1f64, 2., 3., 4.], [2, 2])?.to_device(dev)?;
+    let w = Tensor::from_vec(vec![0.5f64, -1., 2., 1.], [2, 2])?
+        .to_device(dev)?
+        .with_requires_grad();
     let y = x.matmul(&w)?.relu()?.sum_all()?;
     y.backward()?;
     // relu'(xw) = [[1,1],[1,1]] here: xw = [[4.5, 1], [9.5, 1]]
@@ -104,10 +124,9 @@ fn autograd_mlp_like_graph() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn gradchecks() -> Result<()> {
-    let a = Tensor::randn([2, 3], DType::F64)?;
-    let b = Tensor::randn([3], DType::F64)?;
+fn gradchecks(dev: Device) -> Result<()> {
+    let a = Tensor::randn([2, 3], DType::F64)?.to_device(dev)?;
+    let b = Tensor::randn([3], DType::F64)?.to_device(dev)?;
     let o = GradCheck::default();
     gradcheck(
         |x| x[0].mul(&x[1])?.tanh()?.sum(1, false),
@@ -135,45 +154,58 @@ fn gradchecks() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn creation_and_rng_are_reproducible() -> Result<()> {
+fn creation_and_rng_are_reproducible(dev: Device) -> Result<()> {
     assert_eq!(
-        Tensor::arange(0.0, 1.0, 0.25, DType::F64)?.to_vec::<f64>()?,
+        Tensor::arange(0.0, 1.0, 0.25, DType::F64)?
+            .to_device(dev)?
+            .to_vec::<f64>()?,
         vec![0., 0.25, 0.5, 0.75]
     );
     assert_eq!(
-        Tensor::linspace(-1.0, 1.0, 5, DType::F32)?.to_vec::<f32>()?,
+        Tensor::linspace(-1.0, 1.0, 5, DType::F32)?
+            .to_device(dev)?
+            .to_vec::<f32>()?,
         vec![-1., -0.5, 0., 0.5, 1.]
     );
     assert_eq!(
-        Tensor::eye(2, DType::I64)?.to_vec::<i64>()?,
+        Tensor::eye(2, DType::I64)?
+            .to_device(dev)?
+            .to_vec::<i64>()?,
         vec![1, 0, 0, 1]
     );
     assert_eq!(
-        Tensor::full([2], 7.0, DType::U8)?.to_vec::<u8>()?,
+        Tensor::full([2], 7.0, DType::U8)?
+            .to_device(dev)?
+            .to_vec::<u8>()?,
         vec![7, 7]
     );
     might::manual_seed(42);
-    let a = Tensor::randn([1000], DType::F64)?;
+    let a = Tensor::randn([1000], DType::F64)?.to_device(dev)?;
     might::manual_seed(42);
-    let b = Tensor::randn([1000], DType::F64)?;
+    let b = Tensor::randn([1000], DType::F64)?.to_device(dev)?;
     assert_eq!(a.to_vec::<f64>()?, b.to_vec::<f64>()?);
     let mean = a.mean_all()?.item()?;
     let std = a.std(0, 1, false)?.item()?;
     assert!(mean.abs() < 0.1 && (std - 1.0).abs() < 0.1, "{mean} {std}");
-    let r = Tensor::rand_int(3, 7, [500])?.to_vec::<i64>()?;
+    let r = Tensor::rand_int(3, 7, [500])?
+        .to_device(dev)?
+        .to_vec::<i64>()?;
     assert!(r.iter().all(|&v| (3..7).contains(&v)) && r.contains(&3) && r.contains(&6));
-    let u = Tensor::rand([500], DType::F32)?.to_vec::<f32>()?;
+    let u = Tensor::rand([500], DType::F32)?
+        .to_device(dev)?
+        .to_vec::<f32>()?;
     assert!(u.iter().all(|&v| (0.0..1.0).contains(&v)));
-    let mut p = Tensor::randperm(10).to_vec::<i64>()?;
+    let mut p = Tensor::randperm(10)
+        .to_device(dev)
+        .unwrap()
+        .to_vec::<i64>()?;
     p.sort();
     assert_eq!(p, (0..10).collect::<Vec<i64>>());
     Ok(())
 }
 
-#[test]
-fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
-    let a = Tensor::from_vec(vec![1.5f32, -2.25, 3.0, 0.1], [2, 2])?;
+fn dtypes_convert_and_half_matmul_accumulates_in_f32(dev: Device) -> Result<()> {
+    let a = Tensor::from_vec(vec![1.5f32, -2.25, 3.0, 0.1], [2, 2])?.to_device(dev)?;
     for dt in DType::ALL {
         let back = a.to_dtype(dt)?.to_dtype(DType::F32)?.to_vec::<f32>()?;
         match dt {
@@ -185,8 +217,8 @@ fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
             DType::Bool => assert_eq!(back, vec![1., 1., 1., 1.]),
         }
     }
-    let x = Tensor::randn([16, 64], DType::F32)?;
-    let w = Tensor::randn([64, 8], DType::F32)?;
+    let x = Tensor::randn([16, 64], DType::F32)?.to_device(dev)?;
+    let w = Tensor::randn([64, 8], DType::F32)?.to_device(dev)?;
     let exact = x.matmul(&w)?.to_vec::<f32>()?;
     for dt in [DType::F16, DType::BF16] {
         let got = x.to_dtype(dt)?.matmul(&w.to_dtype(dt)?)?;
@@ -198,7 +230,9 @@ fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
         }
     }
     // elementwise ops work on half types through f32
-    let h = Tensor::from_vec(vec![1.0f32, 4.0], [2])?.to_dtype(DType::BF16)?;
+    let h = Tensor::from_vec(vec![1.0f32, 4.0], [2])?
+        .to_device(dev)?
+        .to_dtype(DType::BF16)?;
     assert_eq!(
         h.sqrt()?.to_dtype(DType::F32)?.to_vec::<f32>()?,
         vec![1.0, 2.0]
@@ -206,26 +240,24 @@ fn dtypes_convert_and_half_matmul_accumulates_in_f32() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn in_place_ops_write_through_views() -> Result<()> {
-    let a = Tensor::zeros([2, 3], DType::F32)?;
+fn in_place_ops_write_through_views(dev: Device) -> Result<()> {
+    let a = Tensor::zeros([2, 3], DType::F32)?.to_device(dev)?;
     let col = a.select(1, 1)?;
-    col.add_(&Tensor::new(&[5f32, 6.]))?;
+    col.add_(&Tensor::new(&[5f32, 6.]).to_device(dev).unwrap())?;
     a.slice(1, 2, 3, 1)?.fill_(1.0)?;
     assert_eq!(a.to_vec::<f32>()?, vec![0., 5., 1., 0., 6., 1.]);
-    a.mul_(&Tensor::new(&[2f32, 2., 2.]))?;
-    a.add_scaled_(&Tensor::ones([2, 3], DType::F32)?, -1.0)?;
+    a.mul_(&Tensor::new(&[2f32, 2., 2.]).to_device(dev).unwrap())?;
+    a.add_scaled_(&Tensor::ones([2, 3], DType::F32)?.to_device(dev)?, -1.0)?;
     a.affine_(0.5, 0.0)?;
     assert_eq!(a.to_vec::<f32>()?, vec![-0.5, 4.5, 0.5, -0.5, 5.5, 0.5]);
-    let i = Tensor::new(&[1i64, 2]);
-    i.add_(&Tensor::new(&[10i64, 10]))?;
+    let i = Tensor::new(&[1i64, 2]).to_device(dev).unwrap();
+    i.add_(&Tensor::new(&[10i64, 10]).to_device(dev).unwrap())?;
     assert_eq!(i.to_vec::<i64>()?, vec![11, 12]);
     Ok(())
 }
 
-#[test]
-fn chunk_split_squeeze_flatten_expand() -> Result<()> {
-    let a = Tensor::arange(0.0, 10.0, 1.0, DType::F32)?;
+fn chunk_split_squeeze_flatten_expand(dev: Device) -> Result<()> {
+    let a = Tensor::arange(0.0, 10.0, 1.0, DType::F32)?.to_device(dev)?;
     let parts = a.chunk(3, 0)?;
     assert_eq!(
         parts.iter().map(|p| p.numel()).collect::<Vec<_>>(),
@@ -238,28 +270,34 @@ fn chunk_split_squeeze_flatten_expand() -> Result<()> {
     assert_eq!(b.squeeze(0)?.dims(), &[2, 1, 5]);
     assert_eq!(b.unsqueeze(-1)?.dims(), &[2, 1, 5, 1]);
     assert_eq!(b.flatten(1, 2)?.dims(), &[2, 5]);
-    let e = Tensor::new(&[1f32, 2.]).reshape([2, 1])?.expand([2, 3])?;
+    let e = Tensor::new(&[1f32, 2.])
+        .to_device(dev)
+        .unwrap()
+        .reshape([2, 1])?
+        .expand([2, 3])?;
     assert_eq!(e.strides(), &[1, 0]);
     assert_eq!(e.to_vec::<f32>()?, vec![1., 1., 1., 2., 2., 2.]);
     Ok(())
 }
 
-#[test]
-fn printing_like_pytorch() -> Result<()> {
-    let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?;
+fn printing_like_pytorch(dev: Device) -> Result<()> {
+    let a = Tensor::from_vec(vec![1f32, 2., 3., 4.], [2, 2])?.to_device(dev)?;
     assert_eq!(
         format!("{a}"),
         "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=float32)"
     );
-    let b = Tensor::new(&[0.5f64, -1.25]);
+    let b = Tensor::new(&[0.5f64, -1.25]).to_device(dev).unwrap();
     assert_eq!(
         format!("{b}"),
         "tensor([ 0.5000, -1.2500], shape=[2], dtype=float64)"
     );
-    let big = Tensor::zeros([100, 100], DType::F32)?;
+    let big = Tensor::zeros([100, 100], DType::F32)?.to_device(dev)?;
     let s = format!("{big}");
     assert!(s.contains("...") && s.len() < 1000, "{s}");
-    let m = Tensor::new(&[1i64, 2]).eq(&Tensor::new(&[1i64, 3]))?;
+    let m = Tensor::new(&[1i64, 2])
+        .to_device(dev)
+        .unwrap()
+        .eq(&Tensor::new(&[1i64, 3]).to_device(dev).unwrap())?;
     assert_eq!(
         format!("{m}"),
         "tensor([ True, False], shape=[2], dtype=bool)"
@@ -267,9 +305,10 @@ fn printing_like_pytorch() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn backward_accumulates_and_frees_graph() -> Result<()> {
-    let w = Tensor::from_vec(vec![1f64, 2.], [2])?.with_requires_grad();
+fn backward_accumulates_and_frees_graph(dev: Device) -> Result<()> {
+    let w = Tensor::from_vec(vec![1f64, 2.], [2])?
+        .to_device(dev)?
+        .with_requires_grad();
     w.mul(&w)?.sum_all()?.backward()?;
     w.mul(&w)?.sum_all()?.backward()?;
     assert_eq!(w.grad().unwrap().to_vec::<f64>()?, vec![4., 8.]);
@@ -315,17 +354,22 @@ fn large_full_sum_splits_across_threads() -> Result<()> {
 
 /// Long rows are summed as four streams plus a tail: with small integers every partial sum
 /// is exact, so the total must be too, whatever the length (odd, just past the cut, huge).
-#[test]
-fn long_row_sums_are_exact_on_integers() -> Result<()> {
+fn long_row_sums_are_exact_on_integers(dev: Device) -> Result<()> {
     might::set_num_threads(1);
     for n in [(1 << 18) - 1, 1 << 18, (1 << 18) + 77, 1_000_003] {
         let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
         let want: f64 = (0..n).map(|i| (i % 7) as f64).sum();
-        let got = Tensor::from_vec(v, [n])?.sum_all()?.item()?;
+        let got = Tensor::from_vec(v, [n])?
+            .to_device(dev)?
+            .sum_all()?
+            .item()?;
         assert_eq!(got, want, "n = {n}");
         let v64: Vec<f64> = (0..n).map(|i| (i % 5) as f64 - 2.0).collect();
         let want64: f64 = v64.iter().sum();
-        let got64 = Tensor::from_vec(v64, [n])?.sum_all()?.item()?;
+        let got64 = Tensor::from_vec(v64, [n])?
+            .to_device(dev)?
+            .sum_all()?
+            .item()?;
         assert_eq!(got64, want64, "f64, n = {n}");
     }
     Ok(())
@@ -380,14 +424,13 @@ fn threaded_matmul_blocks_match_a_naive_product() -> Result<()> {
 /// row by row in the SIMD build, a single long row cut into parallel chunks: every element
 /// must get its own source value, below and above the threading threshold, on 1 and 2
 /// threads; a strided destination keeps the generic loop.
-#[test]
-fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element() -> Result<()> {
+fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element(dev: Device) -> Result<()> {
     for threads in [1, 2] {
         might::set_num_threads(threads);
         for (r, c) in [(3usize, 5usize), (300, 257), (2, 40_001)] {
             let n = r * c;
             let base: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
-            let t = |v: Vec<f32>, s: [usize; 2]| Tensor::from_vec(v, s);
+            let t = |v: Vec<f32>, s: [usize; 2]| Tensor::from_vec(v, s)?.to_device(dev);
             // a scalar broadcast over everything: one long row
             let a = t(base.clone(), [r, c])?;
             a.affine_(0.5, 1.0)?;
@@ -400,7 +443,7 @@ fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element() -> Resul
             // a row vector broadcast down the rows (source stride 1 along each row)
             let a = t(base.clone(), [r, c])?;
             let row: Vec<f32> = (0..c).map(|j| j as f32).collect();
-            a.add_(&Tensor::from_vec(row, [c])?)?;
+            a.add_(&Tensor::from_vec(row, [c])?.to_device(dev)?)?;
             let want: Vec<f32> = (0..n).map(|i| base[i] + (i % c) as f32).collect();
             assert_eq!(
                 a.to_vec::<f32>()?,
@@ -410,7 +453,7 @@ fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element() -> Resul
             // a column broadcast along each row (source stride 0)
             let a = t(base.clone(), [r, c])?;
             let col: Vec<f32> = (0..r).map(|i| i as f32 + 2.0).collect();
-            a.mul_(&Tensor::from_vec(col, [r, 1])?)?;
+            a.mul_(&Tensor::from_vec(col, [r, 1])?.to_device(dev)?)?;
             let want: Vec<f32> = (0..n).map(|i| base[i] * ((i / c) as f32 + 2.0)).collect();
             assert_eq!(
                 a.to_vec::<f32>()?,
@@ -446,8 +489,7 @@ fn in_place_ops_with_broadcast_or_strided_sources_reach_every_element() -> Resul
 /// true), and `where` / `masked_fill` take straight loops for dense rows and a broadcast
 /// scalar, a single long row cut into parallel chunks: every element must match a plain
 /// evaluation, NaN included, on 1 and 2 threads, small and past the threading threshold.
-#[test]
-fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
+fn comparisons_and_where_match_plain_evaluation(dev: Device) -> Result<()> {
     for threads in [1, 2] {
         might::set_num_threads(threads);
         for n in [7usize, 100_003] {
@@ -462,8 +504,8 @@ fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
                 .collect();
             let ys: Vec<f32> = (0..n).map(|i| (i % 3) as f32 - 1.0).collect();
             let (x, y) = (
-                Tensor::from_vec(xs.clone(), [n])?,
-                Tensor::from_vec(ys.clone(), [n])?,
+                Tensor::from_vec(xs.clone(), [n])?.to_device(dev)?,
+                Tensor::from_vec(ys.clone(), [n])?.to_device(dev)?,
             );
             type Ops = [(
                 &'static str,
@@ -483,7 +525,8 @@ fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
                 let want: Vec<bool> = xs.iter().zip(&ys).map(|(&a, &b)| plain(a, b)).collect();
                 assert_eq!(got, want, "{name}, n = {n}, {threads} threads");
                 // a broadcast scalar on the right
-                let got = op(&x, &Tensor::new(&[0f32]))?.to_vec::<bool>()?;
+                let got =
+                    op(&x, &Tensor::new(&[0f32]).to_device(dev).unwrap())?.to_vec::<bool>()?;
                 let want: Vec<bool> = xs.iter().map(|&a| plain(a, 0.0)).collect();
                 assert_eq!(got, want, "{name} scalar, n = {n}, {threads} threads");
             }
@@ -499,11 +542,15 @@ fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
                 let w = if m[i] { ys[i] } else { xs[i] };
                 assert!(got[i] == w || (got[i].is_nan() && w.is_nan()), "where[{i}]");
             }
-            let got = Tensor::where_(&mask, &y, &Tensor::new(&[-5f32]))?.to_vec::<f32>()?;
+            let got = Tensor::where_(&mask, &y, &Tensor::new(&[-5f32]).to_device(dev).unwrap())?
+                .to_vec::<f32>()?;
             let want: Vec<f32> = (0..n).map(|i| if m[i] { ys[i] } else { -5.0 }).collect();
             assert_eq!(got, want, "where scalar, n = {n}, {threads} threads");
             // a strided operand keeps the indexed loop
-            let xt = Tensor::from_vec(xs.clone(), [1, n])?.t()?.reshape([n])?;
+            let xt = Tensor::from_vec(xs.clone(), [1, n])?
+                .to_device(dev)?
+                .t()?
+                .reshape([n])?;
             let got = Tensor::where_(&mask, &xt, &y)?.to_vec::<f32>()?;
             for i in 0..n {
                 let w = if m[i] { xs[i] } else { ys[i] };
@@ -521,8 +568,7 @@ fn comparisons_and_where_match_plain_evaluation() -> Result<()> {
 /// Transposed views are copied in tiles: every element must land in its place for shapes
 /// that are not multiples of the tile, batches of matrices, views with an offset, other
 /// dtypes, on 1 and 2 threads (the large cases cross the threading threshold).
-#[test]
-fn transposed_views_copy_to_the_right_places() -> Result<()> {
+fn transposed_views_copy_to_the_right_places(dev: Device) -> Result<()> {
     for threads in [1, 2] {
         might::set_num_threads(threads);
         for dims in [
@@ -535,7 +581,7 @@ fn transposed_views_copy_to_the_right_places() -> Result<()> {
             let [b, r, c] = dims;
             let n = b * r * c;
             let v: Vec<f32> = (0..n).map(|i| i as f32).collect();
-            let a = Tensor::from_vec(v, [b, r, c])?;
+            let a = Tensor::from_vec(v, [b, r, c])?.to_device(dev)?;
             let t = a.transpose(1, 2)?.contiguous()?; // [b, c, r]
             let got = t.to_vec::<f32>()?;
             for bi in 0..b {
@@ -568,7 +614,8 @@ fn transposed_views_copy_to_the_right_places() -> Result<()> {
                 }
             }
         }
-        let m = Tensor::from_vec((0..40 * 70).map(|i| i as i64).collect::<Vec<_>>(), [40, 70])?;
+        let m = Tensor::from_vec((0..40 * 70).map(|i| i as i64).collect::<Vec<_>>(), [40, 70])?
+            .to_device(dev)?;
         let got = m.t()?.contiguous()?.to_vec::<i64>()?;
         for (k, &g) in got.iter().enumerate() {
             let (j, i) = (k / 40, k % 40);

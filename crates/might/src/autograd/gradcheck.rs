@@ -43,7 +43,7 @@ pub fn gradcheck(
     let w: Vec<f64> = (0..n_out)
         .map(|i| 0.5 + ((i * 7) % 11) as f64 * 0.3)
         .collect();
-    let w = Tensor::from_vec(w, out.shape())?;
+    let w = Tensor::from_vec(w, out.shape())?.to_device(out.device())?;
     let scalar = |o: &Tensor| -> Result<f64> { o.to_dtype(DType::F64)?.mul(&w)?.sum_all()?.item() };
     out.to_dtype(DType::F64)?.mul(&w)?.sum_all()?.backward()?;
     for (k, x) in inputs.iter().enumerate() {
@@ -62,7 +62,7 @@ pub fn gradcheck(
                     .enumerate()
                     .map(|(j, t)| {
                         if j == k {
-                            Tensor::from_vec(v.clone(), t.shape())
+                            Tensor::from_vec(v.clone(), t.shape())?.to_device(t.device())
                         } else {
                             Ok(t.detach())
                         }

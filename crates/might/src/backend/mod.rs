@@ -17,6 +17,8 @@
 
 pub mod cpu;
 pub mod geom;
+#[cfg(feature = "reference-backend")]
+pub(crate) mod reference;
 
 use crate::tensor::random::Generator;
 use crate::{DType, Device, Layout, MatmulPrecision, Result, WithDType};

@@ -17,7 +17,7 @@ fn additive(op: &str, mask: &Tensor, dtype: DType, true_means_keep: bool) -> Res
         } else {
             mask.clone()
         };
-        Tensor::zeros((), dtype)?
+        Tensor::zeros_on((), dtype, mask.device())?
             .broadcast_to(mask.shape().clone())?
             .masked_fill(&blocked, f64::NEG_INFINITY)
     } else if mask.dtype().is_float() {
@@ -47,7 +47,7 @@ fn attention_probs(
     let mut s = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(scale)?;
     if is_causal {
         let (l, sl) = (q.dims()[q.rank() - 2], k.dims()[k.rank() - 2]);
-        let keep = Tensor::tri_mask(l, sl, 0, true)?;
+        let keep = Tensor::tri_mask(l, sl, 0, true)?.to_device(q.device())?;
         s = s.masked_fill(&keep.logical_not()?, f64::NEG_INFINITY)?;
     }
     if let Some(m) = mask {

@@ -56,7 +56,7 @@ pub fn dropout(x: &Tensor, p: f64, training: bool) -> Result<Tensor> {
     } else {
         DType::F32
     };
-    let keep = Tensor::rand(x.shape().clone(), udt)?.ge_scalar(p)?;
+    let keep = Tensor::uniform_on(x.shape().clone(), 0.0, 1.0, udt, x.device())?.ge_scalar(p)?;
     let mask = keep.to_dtype(x.dtype())?.mul_scalar(1.0 / (1.0 - p))?;
     x.mul(&mask)
 }

@@ -150,7 +150,8 @@ pub fn generate(
             pending = all[all.len() - keep..].to_vec();
         }
         let n = pending.len();
-        let idx = Tensor::from_vec(std::mem::take(&mut pending), [1, n])?;
+        let idx = Tensor::from_vec(std::mem::take(&mut pending), [1, n])?
+            .to_device(model.wte().device())?;
         let logits = model.forward_cached(&idx, &mut cache)?;
         let last = logits.select(1, (n - 1) as isize)?.reshape([v as usize])?;
         let row = last.to_dtype(crate::DType::F32)?.to_vec::<f32>()?;

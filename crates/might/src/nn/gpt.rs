@@ -298,13 +298,14 @@ impl Gpt {
         Ok((logits, loss))
     }
 
-    /// An empty cache for batches of `batch` sequences, in the model's dtype.
+    /// An empty cache for batches of `batch` sequences, in the model's dtype, on its device.
     pub fn new_cache(&self, batch: usize) -> Result<KvCache> {
         let c = &self.config;
         let shape = [batch, c.n_head, c.block_size, c.n_embd / c.n_head];
-        let dt = self.wte.weight.dtype();
+        let (dt, dev) = (self.wte.weight.dtype(), self.wte.weight.device());
+        let zeros = || Tensor::zeros_on(shape, dt, dev);
         let layers = (0..c.n_layer)
-            .map(|_| Ok((Tensor::zeros(shape, dt)?, Tensor::zeros(shape, dt)?)))
+            .map(|_| Ok((zeros()?, zeros()?)))
             .collect::<Result<_>>()?;
         Ok(KvCache { layers, len: 0 })
     }
@@ -336,7 +337,8 @@ impl Gpt {
     fn run(&self, idx: &Tensor, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
         let past = cache.as_ref().map_or(0, |c| c.len);
         let (_, t) = self.check_idx(idx, past)?;
-        let pos = Tensor::arange(past as f64, (past + t) as f64, 1.0, DType::I64)?;
+        let pos = Tensor::arange(past as f64, (past + t) as f64, 1.0, DType::I64)?
+            .to_device(idx.device())?;
         let mut x = self.dropout(&self.wte.forward(idx)?.add(&self.wpe.forward(&pos)?)?)?;
         for (i, blk) in self.h.iter().enumerate() {
             let kv = cache.as_deref_mut().map(|c| (&c.layers[i], past));

@@ -74,7 +74,13 @@ fn check_float(t: &Tensor) -> Result<()> {
 pub fn uniform(t: &Tensor, low: f64, high: f64) -> Result<()> {
     check_float(t)?;
     let _g = no_grad();
-    t.copy_(&Tensor::uniform(t.shape().clone(), low, high, t.dtype())?)?;
+    t.copy_(&Tensor::uniform_on(
+        t.shape().clone(),
+        low,
+        high,
+        t.dtype(),
+        t.device(),
+    )?)?;
     Ok(())
 }
 
@@ -83,7 +89,13 @@ pub fn uniform(t: &Tensor, low: f64, high: f64) -> Result<()> {
 pub fn normal(t: &Tensor, mean: f64, std: f64) -> Result<()> {
     check_float(t)?;
     let _g = no_grad();
-    t.copy_(&Tensor::normal(t.shape().clone(), mean, std, t.dtype())?)?;
+    t.copy_(&Tensor::normal_on(
+        t.shape().clone(),
+        mean,
+        std,
+        t.dtype(),
+        t.device(),
+    )?)?;
     Ok(())
 }
 

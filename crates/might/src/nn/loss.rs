@@ -221,10 +221,12 @@ pub fn nll_loss(
         .iter()
         .map(|&t| if t == ignore_index { 0 } else { t })
         .collect();
-    let idx = Tensor::from_vec(safe, row_shape.clone())?.unsqueeze(cdim as isize)?;
+    let idx = Tensor::from_vec(safe, row_shape.clone())?
+        .to_device(input.device())?
+        .unsqueeze(cdim as isize)?;
     let picked = input.gather(cdim as isize, &idx)?.squeeze(cdim as isize)?;
-    let mask = Tensor::from_vec(valid, row_shape)?;
-    let zero = Tensor::zeros((), input.dtype())?;
+    let mask = Tensor::from_vec(valid, row_shape)?.to_device(input.device())?;
+    let zero = Tensor::zeros_on((), input.dtype(), input.device())?;
     let l = Tensor::where_(&mask, &picked.neg()?, &zero)?;
     match reduction {
         Reduction::Mean => l.sum_all()?.div_scalar(count as f64),

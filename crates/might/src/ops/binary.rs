@@ -239,7 +239,7 @@ impl Tensor {
     /// Fill with a value, in place.
     #[track_caller]
     pub fn fill_(&self, value: f64) -> Result<&Tensor> {
-        let v = Tensor::full((), value, self.dtype())?;
+        let v = Tensor::full_on((), value, self.dtype(), self.device())?;
         self.copy_(&v)
     }
 
@@ -307,27 +307,27 @@ impl Tensor {
     /// Scalar comparisons: `x.gt_scalar(0.0)`.
     #[track_caller]
     pub fn eq_scalar(&self, v: f64) -> Result<Tensor> {
-        self.eq(&Tensor::full((), v, self.dtype())?)
+        self.eq(&Tensor::full_on((), v, self.dtype(), self.device())?)
     }
     #[track_caller]
     pub fn ne_scalar(&self, v: f64) -> Result<Tensor> {
-        self.ne(&Tensor::full((), v, self.dtype())?)
+        self.ne(&Tensor::full_on((), v, self.dtype(), self.device())?)
     }
     #[track_caller]
     pub fn lt_scalar(&self, v: f64) -> Result<Tensor> {
-        self.lt(&Tensor::full((), v, self.dtype())?)
+        self.lt(&Tensor::full_on((), v, self.dtype(), self.device())?)
     }
     #[track_caller]
     pub fn le_scalar(&self, v: f64) -> Result<Tensor> {
-        self.le(&Tensor::full((), v, self.dtype())?)
+        self.le(&Tensor::full_on((), v, self.dtype(), self.device())?)
     }
     #[track_caller]
     pub fn gt_scalar(&self, v: f64) -> Result<Tensor> {
-        self.gt(&Tensor::full((), v, self.dtype())?)
+        self.gt(&Tensor::full_on((), v, self.dtype(), self.device())?)
     }
     #[track_caller]
     pub fn ge_scalar(&self, v: f64) -> Result<Tensor> {
-        self.ge(&Tensor::full((), v, self.dtype())?)
+        self.ge(&Tensor::full_on((), v, self.dtype(), self.device())?)
     }
 
     /// `torch.where(cond, a, b)`: elements of `a` where `cond` is true, else of `b`; all three
@@ -353,7 +353,7 @@ impl Tensor {
         let (c, ashape, bshape) = (cond.clone(), a.shape().clone(), b.shape().clone());
         Ok(out.record("WhereBackward", &[a, b], move || {
             Box::new(move |g| {
-                let z = Tensor::zeros((), g.dtype())?;
+                let z = Tensor::zeros_on((), g.dtype(), g.device())?;
                 let ga = Tensor::where_(&c, g, &z)?.sum_to(&ashape)?;
                 let gb = Tensor::where_(&c, &z, g)?.sum_to(&bshape)?;
                 Ok(vec![Some(ga), Some(gb)])
@@ -364,7 +364,7 @@ impl Tensor {
     /// `value` where `mask` is true, else `self`.
     #[track_caller]
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Result<Tensor> {
-        let v = Tensor::full((), value, self.dtype())?;
+        let v = Tensor::full_on((), value, self.dtype(), self.device())?;
         Tensor::where_(mask, &v, self)
     }
 
@@ -377,6 +377,6 @@ impl Tensor {
                 format!("expected bool, got {}", self.dtype()),
             ));
         }
-        self.eq(&Tensor::scalar(false))
+        self.eq(&Tensor::scalar(false).to_device(self.device())?)
     }
 }

@@ -196,8 +196,9 @@ impl CeRows {
             Reduction::Mean => Tensor::full((), losses.iter().sum::<f64>() / count, dt)?,
             Reduction::Sum => Tensor::full((), losses.iter().sum::<f64>(), dt)?,
             Reduction::None => Tensor::from_vec(losses, self.row_shape.clone())?.to_dtype(dt)?,
-        };
-        let lshape = logits.dims().to_vec();
+        }
+        .to_device(logits.device())?;
+        let (lshape, dev) = (logits.dims().to_vec(), logits.device());
         let target_grad = target.requires_grad() && self.probs.is_some();
         Ok(
             out.record("CrossEntropyBackward", &[logits, target], move || {
@@ -243,7 +244,7 @@ impl CeRows {
                             })
                             .collect();
                         let v = Tensor::from_vec(v, [rows, c])?.to_dtype(dt)?;
-                        Some(class_back(v, &lshape)?)
+                        Some(class_back(v.to_device(dev)?, &lshape)?)
                     } else {
                         None
                     };
@@ -279,7 +280,9 @@ impl CeRows {
                         }
                     }
                 }
-                Tensor::from_vec(v, [rows, c])?.to_dtype(dt)?
+                Tensor::from_vec(v, [rows, c])?
+                    .to_dtype(dt)?
+                    .to_device(logits.device())?
             }
             None => {
                 let p = if target.rank() <= 2 {
@@ -294,7 +297,11 @@ impl CeRows {
             }
         };
         let q = match &self.cw {
-            Some(w) => q.mul(&Tensor::from_vec(w.clone(), [c])?.to_dtype(dt)?)?,
+            Some(w) => q.mul(
+                &Tensor::from_vec(w.clone(), [c])?
+                    .to_dtype(dt)?
+                    .to_device(logits.device())?,
+            )?,
             None => q,
         };
         let losses = logp.mul(&q)?.sum(1, false)?.neg()?;
@@ -352,11 +359,15 @@ impl Tensor {
             let _g = crate::no_grad();
             let unbias = count as f64 / (count as f64 - 1.0);
             if let Some(rm) = running_mean {
-                let m = Tensor::from_vec(mean.clone(), [c])?.to_dtype(rm.dtype())?;
+                let m = Tensor::from_vec(mean.clone(), [c])?
+                    .to_dtype(rm.dtype())?
+                    .to_device(rm.device())?;
                 rm.affine_(1.0 - momentum, 0.0)?.add_scaled_(&m, momentum)?;
             }
             if let Some(rv) = running_var {
-                let v = Tensor::from_vec(var, [c])?.to_dtype(rv.dtype())?;
+                let v = Tensor::from_vec(var, [c])?
+                    .to_dtype(rv.dtype())?
+                    .to_device(rv.device())?;
                 rv.affine_(1.0 - momentum, 0.0)?
                     .add_scaled_(&v, momentum * unbias)?;
             }

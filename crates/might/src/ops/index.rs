@@ -54,7 +54,7 @@ impl Tensor {
         let (in_shape, idx) = (self.shape().clone(), index.clone());
         Ok(out.record("IndexSelectBackward", &[self], move || {
             Box::new(move |g| {
-                let z = Tensor::zeros(&in_shape, g.dtype())?;
+                let z = Tensor::zeros_on(&in_shape, g.dtype(), g.device())?;
                 Ok(vec![Some(z.index_add(d as isize, &idx, g)?)])
             })
         }))
@@ -115,7 +115,7 @@ impl Tensor {
         let (in_shape, idx) = (self.shape().clone(), index.clone());
         Ok(out.record("GatherBackward", &[self], move || {
             Box::new(move |g| {
-                let z = Tensor::zeros(&in_shape, g.dtype())?;
+                let z = Tensor::zeros_on(&in_shape, g.dtype(), g.device())?;
                 Ok(vec![Some(z.scatter_add(d as isize, &idx, g)?)])
             })
         }))
@@ -184,7 +184,7 @@ impl Tensor {
                 let gs = if gs.shape() == &src_shape {
                     gs
                 } else {
-                    let z = Tensor::zeros(&src_shape, g.dtype())?;
+                    let z = Tensor::zeros_on(&src_shape, g.dtype(), g.device())?;
                     let mut l = z.layout().clone();
                     for (i, &n) in idx.dims().iter().enumerate() {
                         l = l.slice(i, 0, n, 1);
@@ -230,7 +230,7 @@ impl Tensor {
         }
         let mut shape = first.dims().to_vec();
         shape[d] = total;
-        let out = Tensor::zeros(shape, first.dtype())?;
+        let out = Tensor::zeros_on(shape, first.dtype(), first.device())?;
         let mut start = 0;
         let mut sizes = vec![];
         for t in tensors {
@@ -290,7 +290,7 @@ impl Tensor {
         }
         let mut shape = self.dims().to_vec();
         shape.push(num_classes);
-        Tensor::from_vec(v, shape)
+        Tensor::from_vec(v, shape)?.to_device(self.device())
     }
 
     /// Embedding lookup: rows of `weight` ([num, dim]) for each id in `ids` (any shape, int64).
@@ -330,8 +330,8 @@ impl Tensor {
             ));
         }
         let (n, m) = (self.dims()[self.rank() - 2], self.dims()[self.rank() - 1]);
-        let mask = Tensor::tri_mask(n, m, k, lower)?;
-        let z = Tensor::zeros((), self.dtype())?;
+        let mask = Tensor::tri_mask(n, m, k, lower)?.to_device(self.device())?;
+        let z = Tensor::zeros_on((), self.dtype(), self.device())?;
         Tensor::where_(&mask, self, &z)
     }
 

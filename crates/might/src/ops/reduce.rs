@@ -155,7 +155,7 @@ impl Tensor {
                     } else {
                         (g.unsqueeze(d as isize)?, idx_k.unsqueeze(d as isize)?)
                     };
-                    let z = Tensor::zeros(&in_shape, g.dtype())?;
+                    let z = Tensor::zeros_on(&in_shape, g.dtype(), g.device())?;
                     Ok(vec![Some(z.scatter_add(d as isize, &i, &g)?)])
                 })
             },
@@ -259,7 +259,11 @@ impl Tensor {
                 for i in 0..n {
                     let xi = x.narrow(d as isize, i, 1)?;
                     let nz = xi.ne_scalar(0.0)?;
-                    let quick = y.div(&Tensor::where_(&nz, &xi, &Tensor::ones((), x.dtype())?)?)?;
+                    let quick = y.div(&Tensor::where_(
+                        &nz,
+                        &xi,
+                        &Tensor::ones_on((), x.dtype(), x.device())?,
+                    )?)?;
                     let others = Tensor::cat(
                         &[
                             x.narrow(d as isize, 0, i)?,
@@ -282,7 +286,7 @@ impl Tensor {
         self.check_float("logsumexp")?;
         let m = self.max(dim, true)?.0.detach();
         let finite = m.abs()?.lt_scalar(f64::INFINITY)?;
-        let m = Tensor::where_(&finite, &m, &Tensor::zeros((), m.dtype())?)?;
+        let m = Tensor::where_(&finite, &m, &Tensor::zeros_on((), m.dtype(), m.device())?)?;
         let r = self.sub(&m)?.exp()?.sum(dim, true)?.log()?.add(&m)?;
         if keepdim {
             Ok(r)
@@ -298,7 +302,7 @@ impl Tensor {
         let b = if self.dtype() == DType::Bool {
             self.clone()
         } else {
-            self.ne(&Tensor::zeros((), self.dtype())?)?
+            self.ne(&Tensor::zeros_on((), self.dtype(), self.device())?)?
         };
         let op = if any { ReduceOp::Any } else { ReduceOp::All };
         let out = b.storage().reduce(b.layout(), &mask, op);

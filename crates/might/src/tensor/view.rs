@@ -225,7 +225,7 @@ impl Tensor {
         let l = self.layout().slice(d, s, e, step);
         let in_shape = self.shape().clone();
         Ok(self.view_op("SliceBackward", l, move |g| {
-            let z = Tensor::zeros(&in_shape, g.dtype())?;
+            let z = Tensor::zeros_on(&in_shape, g.dtype(), g.device())?;
             let zl = z.layout().slice(d, s, e, step);
             z.with_layout(zl).copy_(g)?;
             Ok(z)
@@ -251,7 +251,7 @@ impl Tensor {
         let l = self.layout().select(d, i);
         let in_shape = self.shape().clone();
         Ok(self.view_op("SelectBackward", l, move |g| {
-            let z = Tensor::zeros(&in_shape, g.dtype())?;
+            let z = Tensor::zeros_on(&in_shape, g.dtype(), g.device())?;
             let zl = z.layout().select(d, i);
             z.with_layout(zl).copy_(g)?;
             Ok(z)
