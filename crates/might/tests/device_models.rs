@@ -188,7 +188,7 @@ fn attention_and_causal_softmax_like_the_cpu(dev: Device) -> Result<()> {
         for d in [Device::Cpu, dev] {
             let ins: Vec<Tensor> = [&q, &k, &v]
                 .iter()
-                .map(|t| Ok(t.to_device(d)?.with_requires_grad()))
+                .map(|t| Ok(t.detach().to_device(d)?.with_requires_grad()))
                 .collect::<Result<_>>()?;
             let y = scaled_dot_product_attention(&ins[0], &ins[1], &ins[2], None, 0.0, causal)?;
             assert_eq!(y.device(), d);
