@@ -34,6 +34,12 @@ impl fmt::Display for Device {
     }
 }
 
+/// The CPU backend's kernels that might's own tests and benches reach (through the doc-hidden
+/// `might::internals`), named here so that only this file and `storage.rs` name a backend.
+pub(crate) mod cpu_internals {
+    pub use crate::backend::cpu::bgemm;
+}
+
 /// Run `$e` with `$d` bound to the device's backend.
 macro_rules! backend {
     ($dev:expr, $d:ident => $e:expr) => {

@@ -5,7 +5,7 @@
 //! Layers, one direction only: `nn` / `optim` / `io` / `data` → `autograd` (the backward
 //! engine) → `ops` (checks, graph recording, one backend call per op) → tensor core (`shape`,
 //! `layout`, `dtype`, `storage`, `device`, `error`) → the backend interface
-//! ([`backend`]: traits and named ops) → the backends (`backend::cpu`). `Storage` and `Device`
+//! ([`backend`]: traits and named ops) → the backends (`backend/<name>/`). `Storage` and `Device`
 //! are the only core types that name a concrete backend: adding one touches them and its own
 //! folder under `backend/`.
 //!
@@ -52,5 +52,5 @@ pub use tensor::{Tensor, TensorId};
 /// Internals for might's own tests and benches (not part of the API; may change any time).
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::backend::cpu::bgemm;
+    pub use crate::device::cpu_internals::bgemm;
 }

@@ -1,4 +1,4 @@
-//! softmax / log_softmax along a dim (the kernels live in `backend::cpu::softmax`).
+//! softmax / log_softmax along a dim (the row kernels live in each backend).
 
 use crate::shape::normalize_dim;
 use crate::{Result, Tensor};
