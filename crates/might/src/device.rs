@@ -11,6 +11,8 @@
 use crate::backend::cpu::CpuDevice;
 #[cfg(feature = "reference-backend")]
 use crate::backend::reference::RefDevice;
+#[cfg(feature = "gpu")]
+use crate::backend::wgpu::WgpuDevice;
 use crate::backend::BackendDevice;
 use crate::MatmulPrecision;
 use std::fmt;
@@ -22,6 +24,9 @@ pub enum Device {
     /// The reference backend: plain scalar loops, for testing (feature `reference-backend`).
     #[cfg(feature = "reference-backend")]
     Reference,
+    /// GPU number `n` through wgpu (feature `gpu`): real GPUs first, software ones last.
+    #[cfg(feature = "gpu")]
+    Gpu(usize),
 }
 
 impl fmt::Display for Device {
@@ -30,6 +35,8 @@ impl fmt::Display for Device {
             Device::Cpu => f.write_str("cpu"),
             #[cfg(feature = "reference-backend")]
             Device::Reference => f.write_str("reference"),
+            #[cfg(feature = "gpu")]
+            Device::Gpu(n) => write!(f, "gpu:{n}"),
         }
     }
 }
@@ -38,6 +45,10 @@ impl fmt::Display for Device {
 /// `might::internals`), named here so that only this file and `storage.rs` name a backend.
 pub(crate) mod cpu_internals {
     pub use crate::backend::cpu::bgemm;
+    /// `(host reads, buffers created)` on GPU `n`: how tests see that work is queued and
+    /// buffers are reused.
+    #[cfg(feature = "gpu")]
+    pub use crate::backend::wgpu::counters as gpu_counters;
 }
 
 /// Run `$e` with `$d` bound to the device's backend.
@@ -53,6 +64,11 @@ macro_rules! backend {
                 let $d = RefDevice;
                 $e
             }
+            #[cfg(feature = "gpu")]
+            Device::Gpu(n) => {
+                let $d = WgpuDevice(n);
+                $e
+            }
         }
     };
 }
@@ -64,6 +80,51 @@ impl Device {
         #[cfg(feature = "reference-backend")]
         Device::Reference,
     ];
+
+    /// GPU number `n` (0 is the best one), checked: the error names the adapters found.
+    #[cfg(feature = "gpu")]
+    #[track_caller]
+    pub fn gpu(n: usize) -> crate::Result<Device> {
+        crate::backend::wgpu::open(n)?;
+        Ok(Device::Gpu(n))
+    }
+
+    /// How many GPUs wgpu finds (0 without a driver, or without the `gpu` feature).
+    pub fn gpu_count() -> usize {
+        #[cfg(feature = "gpu")]
+        return crate::backend::wgpu::adapter_count();
+        #[cfg(not(feature = "gpu"))]
+        0
+    }
+
+    /// The fastest device this build can use: the first GPU when there is a hardware one,
+    /// else the CPU (a software GPU emulation is slower than the CPU backend).
+    pub fn best() -> Device {
+        #[cfg(feature = "gpu")]
+        if crate::backend::wgpu::is_hardware(0) && Device::gpu(0).is_ok() {
+            return Device::Gpu(0);
+        }
+        Device::Cpu
+    }
+
+    /// What runs this device's kernels, e.g. `cpu` or `NVIDIA H200 (Vulkan, ...)`.
+    pub fn name(self) -> String {
+        match self {
+            #[cfg(feature = "gpu")]
+            Device::Gpu(n) => crate::backend::wgpu::adapter_name(n).unwrap_or_else(|e| e.to_string()),
+            d => d.to_string(),
+        }
+    }
+
+    /// Wait until every kernel queued on this device has run (a no-op on the CPU, whose
+    /// kernels run when called); `torch.cuda.synchronize`.
+    pub fn synchronize(self) -> crate::Result<()> {
+        match self {
+            #[cfg(feature = "gpu")]
+            Device::Gpu(n) => crate::backend::wgpu::synchronize(n),
+            _ => Ok(()),
+        }
+    }
 
     /// Threads this device's kernels run on (CPU: `MIGHT_NUM_THREADS`, else every core).
     pub fn num_threads(self) -> usize {

@@ -67,6 +67,29 @@ impl Layout {
         }
     }
 
+    /// Storage offsets of the elements, in logical (row-major) order: the host-side walk
+    /// backends use to build index tables.
+    pub(crate) fn offsets(&self) -> Vec<usize> {
+        let (dims, st) = (self.dims(), self.strides());
+        let n = self.numel();
+        let mut out = Vec::with_capacity(n);
+        let mut idx = vec![0; dims.len()];
+        let mut off = self.offset;
+        for _ in 0..n {
+            out.push(off);
+            for d in (0..dims.len()).rev() {
+                idx[d] += 1;
+                off += st[d];
+                if idx[d] < dims[d] {
+                    break;
+                }
+                off -= st[d] * dims[d];
+                idx[d] = 0;
+            }
+        }
+        out
+    }
+
     /// One past the largest storage index this layout touches (0 when empty).
     pub fn max_extent(&self) -> usize {
         if self.numel() == 0 {

@@ -53,4 +53,6 @@ pub use tensor::{Tensor, TensorId};
 #[doc(hidden)]
 pub mod internals {
     pub use crate::device::cpu_internals::bgemm;
+    #[cfg(feature = "gpu")]
+    pub use crate::device::cpu_internals::gpu_counters;
 }

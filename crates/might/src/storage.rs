@@ -10,6 +10,8 @@
 use crate::backend::cpu::{CpuDevice, CpuStorage};
 #[cfg(feature = "reference-backend")]
 use crate::backend::reference::{RefDevice, RefStorage};
+#[cfg(feature = "gpu")]
+use crate::backend::wgpu::{WgpuDevice, WgpuStorage};
 use crate::backend::{
     AttnGeom, BackendDevice, BackendStorage, BinaryOp, CeTarget, CmpOp, ConvGeom, OptimUpdate,
     PoolGeom, ReduceOp, UnaryOp,
@@ -18,11 +20,13 @@ use crate::tensor::random::Generator;
 use crate::{DType, Device, Error, ErrorKind, Layout, Result, WithDType};
 
 /// A device buffer.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum Storage {
     Cpu(CpuStorage),
     #[cfg(feature = "reference-backend")]
     Reference(RefStorage),
+    #[cfg(feature = "gpu")]
+    Gpu(WgpuStorage),
 }
 
 #[track_caller]
@@ -73,6 +77,24 @@ impl Variant for RefStorage {
     }
 }
 
+#[cfg(feature = "gpu")]
+impl Variant for WgpuStorage {
+    fn of(s: &Storage) -> Option<&Self> {
+        #[allow(unreachable_patterns)]
+        match s {
+            Storage::Gpu(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn of_mut(s: &mut Storage) -> Option<&mut Self> {
+        #[allow(unreachable_patterns)]
+        match s {
+            Storage::Gpu(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 /// `other` as a buffer of the same backend as `like`, or the error naming both devices.
 #[track_caller]
 fn same<'a, B: Variant>(op: &str, like: &B, other: &'a Storage) -> Result<&'a B> {
@@ -105,6 +127,12 @@ macro_rules! one {
                 let $w = Storage::Reference;
                 $e
             }
+            #[cfg(feature = "gpu")]
+            Storage::Gpu($b) => {
+                #[allow(unused_variables)]
+                let $w = Storage::Gpu;
+                $e
+            }
         }
     };
 }
@@ -130,6 +158,11 @@ macro_rules! on_device {
             #[cfg(feature = "reference-backend")]
             Device::Reference => {
                 let ($d, $w) = (RefDevice, Storage::Reference);
+                $e
+            }
+            #[cfg(feature = "gpu")]
+            Device::Gpu(n) => {
+                let ($d, $w) = (WgpuDevice(n), Storage::Gpu);
                 $e
             }
         }

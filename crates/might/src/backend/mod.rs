@@ -19,6 +19,8 @@ pub mod cpu;
 pub mod geom;
 #[cfg(feature = "reference-backend")]
 pub(crate) mod reference;
+#[cfg(feature = "gpu")]
+pub(crate) mod wgpu;
 
 use crate::tensor::random::Generator;
 use crate::{DType, Device, Layout, MatmulPrecision, Result, WithDType};

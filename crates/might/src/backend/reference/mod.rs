@@ -69,27 +69,7 @@ pub(crate) fn round(dtype: DType, v: f64) -> f64 {
 
 /// Storage offsets of the elements `l` selects, in logical (row-major) order.
 pub(crate) fn offsets(l: &Layout) -> Vec<usize> {
-    let (dims, st) = (l.dims(), l.strides());
-    let n = l.numel();
-    let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
-    let mut idx = vec![0; dims.len()];
-    let mut off = l.offset();
-    for _ in 0..n {
-        out.push(off);
-        for d in (0..dims.len()).rev() {
-            idx[d] += 1;
-            off += st[d];
-            if idx[d] < dims[d] {
-                break;
-            }
-            off -= st[d] * dims[d];
-            idx[d] = 0;
-        }
-    }
-    out
+    l.offsets()
 }
 
 /// Move `v` into the `Vec<U>` it is (one type, checked through `Any`).

@@ -1,0 +1,444 @@
+//! One GPU as the backend sees it: the wgpu device and queue, the compiled kernels, the cache
+//! of freed buffers, and the command encoder that queues work.
+//!
+//! Work is queued, not synchronised per op: each kernel launch records a compute pass into
+//! the pending encoder, which is submitted every [`BATCH`] launches (or before an upload or a
+//! read). The host waits only in [`Ctx::read`], when it needs the values. wgpu orders
+//! submissions, so a buffer freed by one op and reused by a later one is safe without waits;
+//! an upload into a recycled buffer first submits the pending work that may still read it.
+
+use crate::{Error, ErrorKind, Result};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Kernel launches recorded before the pending encoder is submitted.
+const BATCH: usize = 64;
+/// Invocations per workgroup of the one-thread-per-element kernels.
+pub(crate) const WG: u32 = 256;
+
+/// One adapter's device, queue and caches.
+pub(crate) struct Ctx {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) info: wgpu::AdapterInfo,
+    pub(crate) max_groups: u32,
+    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+    pool: Mutex<Pool>,
+    pending: Mutex<Pending>,
+    /// The first error wgpu reported outside an op's own checks (validation, out of memory).
+    error: Arc<Mutex<Option<String>>>,
+    /// Times the host waited for the GPU to read values back, and buffers created (not
+    /// reused): what tests check to see that work is queued and buffers are recycled.
+    pub(crate) reads: AtomicUsize,
+    pub(crate) created: AtomicUsize,
+}
+
+/// Freed buffers by size class, kept for reuse (a caching allocator like the CPU's).
+struct Pool {
+    free: HashMap<u64, Vec<wgpu::Buffer>>,
+    bytes: u64,
+    limit: u64,
+}
+
+struct Pending {
+    enc: Option<wgpu::CommandEncoder>,
+    launches: usize,
+    /// Parameter buffers of the recorded launches, recycled once submitted.
+    meta: Vec<wgpu::Buffer>,
+}
+
+/// Size class of a request: powers of two up to 1 MiB, then whole MiB.
+fn size_class(bytes: u64) -> u64 {
+    let b = bytes.max(16);
+    if b <= 1 << 20 {
+        b.next_power_of_two()
+    } else {
+        b.div_ceil(1 << 20) << 20
+    }
+}
+
+/// A device buffer owned by one storage (returned to the pool when dropped).
+pub(crate) struct GpuBuf {
+    pub(crate) raw: Option<wgpu::Buffer>,
+    pub(crate) ctx: Arc<Ctx>,
+}
+
+impl GpuBuf {
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        self.raw.as_ref().expect("a live buffer")
+    }
+}
+
+impl Drop for GpuBuf {
+    fn drop(&mut self) {
+        if let Some(b) = self.raw.take() {
+            self.ctx.recycle(b);
+        }
+    }
+}
+
+static ADAPTERS: OnceLock<std::result::Result<Vec<wgpu::Adapter>, String>> = OnceLock::new();
+static CTXS: OnceLock<Mutex<HashMap<usize, Arc<Ctx>>>> = OnceLock::new();
+
+/// Every adapter wgpu finds (Vulkan, Metal, DX12; lavapipe counts), discovered once.
+pub(crate) fn adapters() -> std::result::Result<&'static [wgpu::Adapter], String> {
+    let r = ADAPTERS.get_or_init(|| {
+        let inst = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let mut v = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
+        // real GPUs first, then integrated, then software emulation
+        let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
+            wgpu::DeviceType::DiscreteGpu => 0,
+            wgpu::DeviceType::IntegratedGpu => 1,
+            wgpu::DeviceType::VirtualGpu => 2,
+            wgpu::DeviceType::Other => 3,
+            wgpu::DeviceType::Cpu => 4,
+        };
+        v.retain(|a| a.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS));
+        v.sort_by_key(rank);
+        Ok(v)
+    });
+    r.as_ref().map(|v| v.as_slice()).map_err(|e| e.clone())
+}
+
+/// The context of GPU `ordinal`, created on first use.
+pub(crate) fn ctx(ordinal: usize) -> Result<Arc<Ctx>> {
+    let map = CTXS.get_or_init(Default::default);
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = map.get(&ordinal) {
+        return Ok(c.clone());
+    }
+    let c = Arc::new(Ctx::new(ordinal)?);
+    map.insert(ordinal, c.clone());
+    Ok(c)
+}
+
+#[track_caller]
+pub(crate) fn device_error(op: &str, msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Device, op, msg)
+}
+
+impl Ctx {
+    fn new(ordinal: usize) -> Result<Ctx> {
+        let ads = adapters().map_err(|e| device_error("Device::gpu", e))?;
+        let Some(ad) = ads.get(ordinal) else {
+            let found: Vec<String> = ads
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("gpu:{i} = {}", a.get_info().name))
+                .collect();
+            return Err(device_error(
+                "Device::gpu",
+                format!(
+                    "no GPU adapter {ordinal}: wgpu found {} ({}); on Linux without a GPU, \
+                     Mesa's software Vulkan driver provides one (apt-get install mesa-vulkan-drivers)",
+                    ads.len(),
+                    if found.is_empty() { "none".to_string() } else { found.join(", ") }
+                ),
+            ));
+        };
+        let limits = ad.limits();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("might"),
+            required_features: wgpu::Features::empty(),
+            required_limits: wgpu::Limits {
+                max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+                max_buffer_size: limits.max_buffer_size,
+                max_storage_buffers_per_shader_stage: limits
+                    .max_storage_buffers_per_shader_stage
+                    .min(8),
+                ..wgpu::Limits::downlevel_defaults()
+            },
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(ad.request_device(&desc))
+            .map_err(|e| device_error("Device::gpu", format!("{}: {e}", ad.get_info().name)))?;
+        let error: Arc<Mutex<Option<String>>> = Arc::default();
+        let sink = error.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            let mut s = sink.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                *s = Some(e.to_string());
+            }
+        }));
+        Ok(Ctx {
+            max_groups: limits.max_compute_workgroups_per_dimension.min(65535),
+            device,
+            queue,
+            info: ad.get_info(),
+            pipelines: Mutex::default(),
+            pool: Mutex::new(Pool {
+                free: HashMap::new(),
+                bytes: 0,
+                limit: 1 << 30,
+            }),
+            pending: Mutex::new(Pending {
+                enc: None,
+                launches: 0,
+                meta: Vec::new(),
+            }),
+            error,
+            reads: AtomicUsize::new(0),
+            created: AtomicUsize::new(0),
+        })
+    }
+
+    /// The error wgpu reported asynchronously, if any, as the op's error.
+    pub(crate) fn check(&self, op: &str) -> Result<()> {
+        let s = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        match &*s {
+            Some(e) => Err(device_error(op, format!("the GPU reported: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// A buffer of at least `bytes` (from the cache when one of its size class is free).
+    pub(crate) fn alloc(self: &Arc<Self>, op: &str, bytes: u64) -> Result<GpuBuf> {
+        let class = size_class(bytes);
+        if class > self.device.limits().max_storage_buffer_binding_size {
+            return Err(device_error(
+                op,
+                format!(
+                    "a buffer of {bytes} bytes exceeds this GPU's limit of {} bytes per binding",
+                    self.device.limits().max_storage_buffer_binding_size
+                ),
+            ));
+        }
+        let cached = {
+            let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            let b = p.free.get_mut(&class).and_then(|v| v.pop());
+            if b.is_some() {
+                p.bytes -= class;
+            }
+            b
+        };
+        let raw = match cached {
+            Some(b) => b,
+            None => {
+                self.created.fetch_add(1, Ordering::Relaxed);
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: class,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            }
+        };
+        Ok(GpuBuf {
+            raw: Some(raw),
+            ctx: self.clone(),
+        })
+    }
+
+    fn recycle(&self, b: wgpu::Buffer) {
+        let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        let size = b.size();
+        if p.bytes + size <= p.limit {
+            p.bytes += size;
+            p.free.entry(size).or_default().push(b);
+        }
+    }
+
+    pub(crate) fn cached_bytes(&self) -> usize {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner()).bytes as usize
+    }
+    pub(crate) fn set_cache_limit(&self, bytes: usize) {
+        let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        p.limit = bytes as u64;
+        if p.bytes > p.limit {
+            p.free.clear();
+            p.bytes = 0;
+        }
+    }
+
+    /// Copy `data` into `buf` (after the queued work that may still read its old contents).
+    pub(crate) fn upload(&self, buf: &GpuBuf, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.flush();
+        self.queue.write_buffer(buf.raw(), 0, data);
+    }
+
+    /// Submit the queued launches (does not wait for them).
+    pub(crate) fn flush(&self) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(enc) = p.enc.take() {
+            self.queue.submit([enc.finish()]);
+        }
+        p.launches = 0;
+        let meta = std::mem::take(&mut p.meta);
+        drop(p);
+        for b in meta {
+            self.recycle(b);
+        }
+    }
+
+    /// The compiled kernel `key`, compiling `src()` the first time.
+    fn pipeline(&self, key: &str, src: impl FnOnce() -> String) -> Arc<wgpu::ComputePipeline> {
+        let mut m = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = m.get(key) {
+            return p.clone();
+        }
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(key),
+                source: wgpu::ShaderSource::Wgsl(src().into()),
+            });
+        let p = Arc::new(
+            self.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(key),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                }),
+        );
+        m.insert(key.to_string(), p.clone());
+        p
+    }
+
+    /// Queue kernel `key` over `groups` workgroups with `meta` (binding 0, the sizes, layouts
+    /// and scalars, as u32 words) and `bufs` (bindings 1..).
+    pub(crate) fn launch(
+        self: &Arc<Self>,
+        op: &str,
+        key: &str,
+        src: impl FnOnce() -> String,
+        meta: &[u32],
+        bufs: &[&wgpu::Buffer],
+        groups: u64,
+    ) -> Result<()> {
+        if groups == 0 {
+            return Ok(());
+        }
+        let pipe = self.pipeline(key, src);
+        let mbuf = self.alloc(op, (meta.len().max(1) * 4) as u64)?;
+        let mut words = meta.to_vec();
+        if words.is_empty() {
+            words.push(0);
+        }
+        let mraw = {
+            let mut m = mbuf;
+            m.raw.take().expect("fresh")
+        };
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.queue.write_buffer(&mraw, 0, &bytes);
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: mraw.as_entire_binding(),
+        }];
+        for (i, b) in bufs.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: b.as_entire_binding(),
+            });
+        }
+        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipe.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let (gx, gy) = self.grid(op, groups)?;
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let enc = p.enc.get_or_insert_with(|| {
+            self.device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&pipe);
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(gx, gy, 1);
+        }
+        p.meta.push(mraw);
+        p.launches += 1;
+        let full = p.launches >= BATCH;
+        drop(p);
+        if full {
+            self.flush();
+        }
+        Ok(())
+    }
+
+    /// `groups` workgroups as an `x × y` grid within the per-dimension limit (kernels compute
+    /// their group index as `x + y · num_workgroups.x` and skip the excess).
+    fn grid(&self, op: &str, groups: u64) -> Result<(u32, u32)> {
+        let m = self.max_groups as u64;
+        if groups <= m {
+            return Ok((groups as u32, 1));
+        }
+        let y = groups.div_ceil(m);
+        if y > m {
+            return Err(device_error(op, format!("{groups} workgroups exceed the grid limit")));
+        }
+        Ok((m as u32, y as u32))
+    }
+
+    /// The first `words` 32-bit words of `buf`, waiting for the queued work.
+    pub(crate) fn read(&self, op: &str, buf: &wgpu::Buffer, words: usize) -> Result<Vec<u32>> {
+        if words == 0 {
+            return Ok(Vec::new());
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let bytes = (words * 4) as u64;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.flush();
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+        enc.copy_buffer_to_buffer(buf, 0, &staging, 0, bytes);
+        self.queue.submit([enc.finish()]);
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: None,
+            })
+            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
+        self.check(op)?;
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(device_error(op, format!("reading back: {e}"))),
+            Err(_) => return Err(device_error(op, "reading back: the GPU did not answer")),
+        }
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| device_error(op, format!("reading back: {e}")))?;
+        let out = view
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// Wait until every queued kernel has run (`torch.cuda.synchronize`).
+    pub(crate) fn synchronize(&self, op: &str) -> Result<()> {
+        self.flush();
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: None,
+            })
+            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
+        self.check(op)
+    }
+}
