@@ -17,8 +17,9 @@ use might::optim::checkpoint::{self as ck, Checkpoint};
 use might::optim::{
     clip_grad_norm_, AdamConfig, AdamW, Optimizer, ParamGroup, Scheduler, WarmupCosine,
 };
-use might::{Generator, Tensor};
+use might::{Device, Generator, Tensor};
 
+use crate::meter::{parse_device, Meter};
 use crate::plot::{self, Row};
 use crate::train::{json_str, num, peak_rss_mb, write_file, CliError};
 
@@ -85,6 +86,9 @@ pub struct GptTrainArgs {
     /// Kernel threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Where to train: cpu, gpu (the first GPU), gpu:N, or best (GPU builds: `--features gpu`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     /// Output directory for metrics.csv, curves.svg and checkpoints (default runs/gpt).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -125,6 +129,9 @@ pub struct SampleArgs {
     pub top_p: Option<f64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Where to run: cpu, gpu, gpu:N or best.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
 }
 
 /// Characters of a text and their ids.
@@ -211,20 +218,16 @@ fn batch(data: &[i64], b: usize, t: usize, gen: &mut Generator) -> Res<(Tensor, 
 fn estimate(model: &mut Gpt, data: &[i64], args: &GptTrainArgs, seed: u64) -> Res<(f64, f64)> {
     let _g = might::no_grad();
     model.eval();
+    let device = model.wte().device();
     let mut gen = Generator::new(seed);
-    let (mut loss, mut right, mut total) = (0.0, 0usize, 0usize);
+    let mut meter = Meter::new(device);
     for _ in 0..args.eval_batches {
         let (x, y) = batch(data, args.batch_size, args.block, &mut gen)?;
+        let (x, y) = (x.to_device(device)?, y.to_device(device)?);
         let (logits, l) = model.forward_with_loss(&x, &y)?;
-        loss += l.item()?;
-        let pred = logits.argmax(-1, false)?.to_vec::<i64>()?;
-        right += pred
-            .iter()
-            .zip(y.to_vec::<i64>()?)
-            .filter(|(a, b)| **a == *b)
-            .count();
-        total += pred.len();
+        meter.add(&l, 1.0, &logits, &y)?;
     }
+    let (loss, right, total) = meter.read()?;
     model.train(true);
     Ok((
         loss / args.eval_batches.max(1) as f64,
@@ -308,7 +311,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     std::fs::create_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
 
     might::manual_seed(args.seed);
+    let device = parse_device(&args.device)?;
     let mut model = Gpt::new(cfg)?;
+    model.to_device(device)?;
     let named = model.named_parameters();
     let params: Vec<Tensor> = named.iter().map(|(_, t)| t.clone()).collect();
     let mut opt = AdamW::with_groups(
@@ -346,7 +351,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
                 .iter()
                 .find(|(n, _)| n == name)
                 .ok_or_else(|| CliError(format!("{}: no tensor {name}", path.display())))?;
-            t.copy_(&s.1)?;
+            t.copy_(&s.1.to_device(device)?)?;
         }
         opt.load_state_dict(&c.optimizer)?;
         gen = Generator::from_state(c.rng);
@@ -369,7 +374,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     sched.apply(&mut opt);
 
     eprintln!(
-        "training gpt ({} layers, {} heads, {} dims, block {}) on {} ({} chars, vocab {}), {} parameters, {threads} threads",
+        "training gpt ({} layers, {} heads, {} dims, block {}) on {} ({} chars, vocab {}), {} parameters, {}",
         cfg.n_layer,
         cfg.n_head,
         cfg.n_embd,
@@ -377,7 +382,12 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         args.text.display(),
         data.len(),
         vocab.chars.len(),
-        model.num_parameters()
+        model.num_parameters(),
+        if device == Device::Cpu {
+            format!("{threads} threads")
+        } else {
+            format!("on {device}: {}", device.name())
+        }
     );
     let pb = ProgressBar::new(args.steps);
     pb.set_style(
@@ -391,8 +401,8 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     pb.set_position(start);
     let t0 = Instant::now();
     let tokens_per_step = args.batch_size * args.block * args.grad_accum;
-    let (mut since_loss, mut since_right, mut since_n, mut since_steps) =
-        (0.0, 0usize, 0usize, 0u64);
+    let mut meter = Meter::new(device);
+    let mut since_steps = 0u64;
     let mut seg_t = Instant::now();
     let mut step_secs = 0.0f64;
     let mut step_times: Vec<f64> = Vec::new();
@@ -401,22 +411,14 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         let ts = Instant::now();
         for _ in 0..args.grad_accum {
             let (x, y) = batch(train_data, args.batch_size, args.block, &mut gen)?;
+            let (x, y) = (x.to_device(device)?, y.to_device(device)?);
             let (logits, loss) = model.forward_with_loss(&x, &y)?;
-            let l = loss.item()?;
-            if !l.is_finite() {
-                pb.finish_and_clear();
-                return Err(CliError(format!(
-                    "loss became {l} at step {step} (learning rate too high?)"
-                )));
-            }
-            since_loss += l / args.grad_accum as f64;
-            let pred = logits.detach().argmax(-1, false)?.to_vec::<i64>()?;
-            since_right += pred
-                .iter()
-                .zip(y.to_vec::<i64>()?)
-                .filter(|(a, b)| **a == *b)
-                .count();
-            since_n += pred.len();
+            meter
+                .add(&loss, 1.0 / args.grad_accum as f64, &logits, &y)
+                .map_err(|e| {
+                    pb.finish_and_clear();
+                    CliError(format!("{} at step {step} (learning rate too high?)", e.0))
+                })?;
             loss.div_scalar(args.grad_accum as f64)?.backward()?;
         }
         clip_grad_norm_(&params, 1.0)?;
@@ -430,6 +432,10 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         since_steps += 1;
         pb.inc(1);
         if step % 10 == 0 {
+            // on a GPU the only wait for the device between evaluations
+            let (since_loss, _, _) = meter.read().map_err(|e| {
+                CliError(format!("{} by step {step} (learning rate too high?)", e.0))
+            })?;
             pb.set_message(format!(
                 "loss {:.4} lr {:.2e} {:.0} tok/s",
                 since_loss / since_steps as f64,
@@ -440,6 +446,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         let done = step + 1;
         if done % args.eval_interval == 0 || done == args.steps {
             let (val_loss, val_acc) = estimate(&mut model, val_data, args, args.seed ^ 0x5eed)?;
+            let (since_loss, since_right, since_n) = meter.read()?;
             let row = Row {
                 epoch: done,
                 train_loss: since_loss / since_steps as f64,
@@ -459,7 +466,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
                 )
             });
             rows.push(row);
-            (since_loss, since_right, since_n, since_steps) = (0.0, 0, 0, 0);
+            (meter, since_steps) = (Meter::new(device), 0);
             seg_t = Instant::now();
             let mut csv = String::from(plot::CSV_HEADER);
             csv.push('\n');
@@ -520,6 +527,8 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             json_str(&might::get_float32_matmul_precision().to_string()),
         ),
         ("parameters", model.num_parameters().to_string()),
+        ("device", json_str(&device.to_string())),
+        ("adapter", json_str(&device.name())),
     ]);
     let body: Vec<String> = fields
         .iter()
@@ -533,6 +542,7 @@ pub fn sample(args: &SampleArgs) -> Res<()> {
     let c = ck::load_checkpoint(&args.checkpoint)?;
     let (cfg, vocab) = config_from_meta(&args.checkpoint, &c.extra)?;
     let mut model = Gpt::from_tensors(cfg, &c.model)?;
+    model.to_device(parse_device(&args.device)?)?;
     model.eval();
     let prompt = vocab.encode(&args.prompt)?;
     if prompt.is_empty() {

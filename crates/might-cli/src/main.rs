@@ -9,6 +9,7 @@ mod ckpt;
 mod data;
 mod gpt;
 mod inspect;
+mod meter;
 mod net;
 mod plot;
 mod train;
@@ -136,6 +137,9 @@ pub struct TrainArgs {
     /// Kernel threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Where to train: cpu, gpu (the first GPU), gpu:N, or best (GPU builds: `--features gpu`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
     /// Dataset directory (default: data/mnist, /usr/share/datasets/fashion-mnist, data/cifar10).
     #[arg(long)]
     pub data: Option<PathBuf>,

@@ -13,10 +13,11 @@ use might::nn::Module;
 use might::optim::{
     Adam, AdamConfig, AdamW, OneCycleLR, Optimizer, Scheduler, Sgd, SgdConfig, WarmupCosine,
 };
-use might::Tensor;
+use might::{Device, Tensor};
 
 use crate::ckpt::{self, Checkpoint};
-use crate::net::{correct, cross_entropy};
+use crate::meter::{parse_device, Meter};
+use crate::net::cross_entropy;
 use crate::plot::{self, Row};
 use crate::{data, DatasetName, ModelName, OptimizerName, ScheduleName, TrainArgs};
 
@@ -40,7 +41,7 @@ impl From<std::io::Error> for CliError {
     }
 }
 
-type Res<T> = Result<T, CliError>;
+pub(crate) type Res<T> = Result<T, CliError>;
 
 /// Build the model for `kind` on inputs of shape `chw` with `classes` outputs.
 pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<dyn Module>> {
@@ -69,21 +70,20 @@ pub(crate) fn peak_rss_mb() -> f64 {
 }
 
 /// Mean loss and accuracy of `model` over `ds`.
-fn evaluate(model: &mut dyn Module, ds: Arc<dyn Dataset>) -> Res<(f64, f64)> {
+fn evaluate(model: &mut dyn Module, ds: Arc<dyn Dataset>, device: Device) -> Res<(f64, f64)> {
     model.train(false);
     let _g = might::no_grad();
     // 256 per batch: large enough to keep the kernels busy, small enough that a CNN's
     // activations stay ~100 MB (1000 per batch: ~690 MB peak RSS for the MNIST CNN)
-    let loader = DataLoader::new(ds.clone(), 256, false, false, 0);
-    let (mut loss_sum, mut right, mut n) = (0.0, 0usize, 0usize);
+    let loader = DataLoader::new(ds.clone(), 256, false, false, 0).with_device(device);
+    let mut meter = Meter::new(device);
     for batch in &loader {
         let (x, y) = batch?;
         let logits = model.forward(&x)?;
         let b = y.dims()[0];
-        loss_sum += cross_entropy(&logits, &y)?.item()? * b as f64;
-        right += correct(&logits, &y)?;
-        n += b;
+        meter.add(&cross_entropy(&logits, &y)?, b as f64, &logits, &y)?;
     }
+    let (loss_sum, right, n) = meter.read()?;
     model.train(true);
     let n = n.max(1) as f64;
     Ok((loss_sum / n, right as f64 / n))
@@ -230,7 +230,9 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     std::fs::create_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
 
     might::manual_seed(args.seed);
+    let device = parse_device(&args.device)?;
     let mut model = build_model(args.model, loaded.chw, loaded.classes.len())?;
+    model.to_device(device)?;
     let mut opt = make_optimizer(args, model.parameters())?;
     // A loader thread for in-memory MNIST batches only where a core is free for it: with
     // every core running kernels its wake-ups preempt a kernel thread the others then wait
@@ -242,7 +244,8 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         _ => 8,
     });
     let loader = DataLoader::new(train_ds.clone(), args.batch_size, true, false, args.seed)
-        .with_prefetch(prefetch);
+        .with_prefetch(prefetch)
+        .with_device(device);
     let steps = loader.len() as u64;
     let mut sched = make_schedule(args, opt.lr(), (args.epochs * steps) as usize)?;
     let mut start_epoch = 0;
@@ -276,12 +279,17 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         s.apply(opt.as_mut());
     }
     eprintln!(
-        "training {} on {} ({} train / {} test samples, {} parameters, {threads} threads)",
+        "training {} on {} ({} train / {} test samples, {} parameters, {})",
         args.model.as_str(),
         args.dataset.as_str(),
         train_ds.len(),
         loaded.test.len(),
-        model.num_parameters()
+        model.num_parameters(),
+        if device == Device::Cpu {
+            format!("{threads} threads")
+        } else {
+            format!("on {device}: {}", device.name())
+        }
     );
     let style = ProgressStyle::with_template(
         "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed_precise}, eta {eta})",
@@ -295,7 +303,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         pb.set_style(style.clone());
         pb.set_prefix(format!("epoch {}/{}", epoch + 1, args.epochs));
         let t0 = Instant::now();
-        let (mut loss_sum, mut right, mut seen) = (0.0f64, 0usize, 0usize);
+        let mut meter = Meter::new(device);
         for (step, batch) in loader.iter().enumerate() {
             let (x, y) = batch?;
             let logits = model.forward(&x)?;
@@ -307,19 +315,19 @@ pub fn train(args: &TrainArgs) -> Res<()> {
                 s.step(opt.as_mut());
             }
             let b = y.dims()[0];
-            let l = loss.item()?;
-            if !l.is_finite() {
+            let at = |e: CliError| {
                 pb.finish_and_clear();
-                return Err(CliError(format!(
-                    "loss became {l} at epoch {} step {step} (learning rate too high?)",
+                CliError(format!(
+                    "{} at epoch {} step {step} (learning rate too high?)",
+                    e.0,
                     epoch + 1
-                )));
-            }
-            loss_sum += l * b as f64;
-            right += correct(&logits, &y)?;
-            seen += b;
+                ))
+            };
+            meter.add(&loss, b as f64, &logits, &y).map_err(at)?;
             pb.inc(1);
+            // on a GPU this is the only wait for the device during the epoch
             if step % 10 == 0 {
+                let (loss_sum, right, seen) = meter.read().map_err(at)?;
                 let sps = seen as f64 / t0.elapsed().as_secs_f64().max(1e-9);
                 pb.set_message(format!(
                     "loss {:.4} acc {:.2}% {sps:.0} samples/s",
@@ -328,11 +336,12 @@ pub fn train(args: &TrainArgs) -> Res<()> {
                 ));
             }
         }
+        let (loss_sum, right, seen) = meter.read()?;
         pb.finish_and_clear();
         let secs = t0.elapsed().as_secs_f64();
         epoch_secs.push(secs);
         samples_total += seen;
-        let (test_loss, test_acc) = evaluate(model.as_mut(), loaded.test.clone())?;
+        let (test_loss, test_acc) = evaluate(model.as_mut(), loaded.test.clone(), device)?;
         let row = Row {
             epoch: epoch + 1,
             train_loss: loss_sum / seen.max(1) as f64,
@@ -393,7 +402,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     })?;
     let train_secs: f64 = epoch_secs.iter().sum();
     println!(
-        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{},\"matmul_precision\":{}}}",
+        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{},\"matmul_precision\":{},{}}}",
         json_str(args.dataset.as_str()),
         json_str(args.model.as_str()),
         last.epoch,
@@ -403,7 +412,8 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         num(samples_total as f64 / train_secs.max(1e-9)),
         num(peak_rss_mb()),
         threads,
-        json_str(&might::get_float32_matmul_precision().to_string())
+        json_str(&might::get_float32_matmul_precision().to_string()),
+        crate::meter::json_fields(device)
     );
     Ok(())
 }
@@ -466,7 +476,7 @@ pub fn eval(path: &Path, data_dir: Option<&Path>, threads: Option<usize>) -> Res
         !ck.meta.get("mean").is_none_or(|m| m.is_empty()),
     )?;
     let t0 = Instant::now();
-    let (loss, acc) = evaluate(net.as_mut(), loaded.test.clone())?;
+    let (loss, acc) = evaluate(net.as_mut(), loaded.test.clone(), Device::Cpu)?;
     println!(
         "{{\"dataset\":{},\"model\":{},\"epoch\":{},\"test_loss\":{},\"test_accuracy\":{},\"samples\":{},\"seconds\":{}}}",
         json_str(ds.as_str()),

@@ -1,8 +1,7 @@
 //! The GPU backend against the CPU: every op's values and input gradients computed on the GPU
 //! in f32 against the CPU in f64 (whose gradients `gradcheck` verifies by finite
 //! differences), the GPU's own rules (f64 refused, adapters named, RNG draws as on the CPU),
-//! and training: the same steps on both devices reach the same parameters, with work queued
-//! (no host wait per step) and buffers reused. Runs where wgpu finds an adapter (lavapipe in
+//! (training on the GPU: `tests/gpu_training.rs`). Runs where wgpu finds an adapter (lavapipe in
 //! CI); elsewhere each test prints that it skipped. Sizes stay small: lavapipe emulates a GPU
 //! on the CPU.
 //!
@@ -16,10 +15,6 @@ mod common;
 use might::nn::functional::{
     cross_entropy, layer_norm, linear, mse_loss, CrossEntropyOptions, Reduction,
 };
-use might::nn::{
-    Conv2d, Conv2dConfig, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential,
-};
-use might::optim::{Optimizer, Sgd, SgdConfig};
 use might::{manual_seed, DType, Device, ErrorKind, Result, Tensor};
 
 const TOL: f64 = 1e-4;
@@ -179,6 +174,7 @@ fn elementwise_ops_match_the_cpu() -> Result<()> {
         g,
         "add_ in place",
         |t| {
+            let _g = might::no_grad();
             let d = t[0].mul_scalar(1.0)?;
             d.slice(1, 0, 5, 2)?.add_(&t[1].slice(1, 1, 4, 1)?)?;
             d.t()?.mul_(&t[1].t()?)?;
@@ -310,8 +306,8 @@ fn convolutions_and_pools_match_the_cpu() -> Result<()> {
     let x = randn(&[2, 4, 7, 6]);
     // (stride, padding, dilation, groups)
     for (s, p, d, gr) in [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 1), (2, 1, 1, 2), (1, 1, 1, 4)] {
-        let w = randn(&[6, 4 / gr, 3, 3]);
-        let b = randn(&[6]);
+        let w = randn(&[8, 4 / gr, 3, 3]);
+        let b = randn(&[8]);
         parity(
             g,
             &format!("conv2d s{s} p{p} d{d} g{gr}"),
@@ -437,59 +433,5 @@ fn random_draws_match_the_cpu() -> Result<()> {
     let d = Tensor::normal_on([3, 4], 0.0, 1.0, DType::F32, g)?;
     assert_eq!(d.device(), g);
     assert_eq!(d.to_vec::<f32>()?, c.to_vec::<f32>()?);
-    Ok(())
-}
-
-fn cnn() -> Result<Sequential> {
-    Ok(Sequential::new()
-        .add(Conv2d::new(1, 4, 3, Conv2dConfig::default())?)
-        .add(ReLU)
-        .add(MaxPool2d::new(2))
-        .add(Flatten::new())
-        .add(Linear::new(4 * 3 * 3, 5, true)))
-}
-
-/// An MLP and a CNN take the same SGD steps on both devices; after the first step the GPU
-/// creates no new buffers and the host reads nothing until it asks for the loss.
-#[test]
-fn training_matches_the_cpu_queued_and_without_new_buffers() -> Result<()> {
-    let g = gpu_or_skip!();
-    let Device::Gpu(n) = g else { unreachable!() };
-    manual_seed(6);
-    let x = Tensor::randn([8, 1, 8, 8], DType::F32)?;
-    let y = ids(&[0, 1, 2, 3, 4, 0, 1, 2], &[8]);
-    let (cpu, moved) = (cnn()?, cnn()?);
-    moved.load_state_dict(&cpu.state_dict(), true)?;
-    moved.to_device(g)?;
-    let cfg = SgdConfig {
-        lr: 0.1,
-        momentum: 0.9,
-        ..Default::default()
-    };
-    let mut opts = [Sgd::new(cpu.parameters(), cfg)?, Sgd::new(moved.parameters(), cfg)?];
-    let (xg, yg) = (x.to_device(g)?, y.to_device(g)?);
-    let mut counts = vec![];
-    for step in 0..4 {
-        let mut losses = vec![];
-        for (k, (m, (xs, ys))) in [(&cpu, (&x, &y)), (&moved, (&xg, &yg))].into_iter().enumerate() {
-            let loss = cross_entropy(&m.forward(xs)?, ys, &CrossEntropyOptions::default())?;
-            loss.backward()?;
-            opts[k].step()?;
-            opts[k].zero_grad();
-            losses.push(loss);
-        }
-        counts.push(might::internals::gpu_counters(n));
-        if step == 3 {
-            close("loss", &losses[1].to_f64_vec(), &losses[0].to_f64_vec(), 1e-4);
-        }
-    }
-    // steps 2..4 read nothing back and created no buffers
-    assert_eq!(counts[3].0, counts[1].0, "host reads during steps: {counts:?}");
-    assert_eq!(counts[3].1, counts[1].1, "buffers created during steps: {counts:?}");
-    for ((name, p), (_, q)) in moved.state_dict().iter().zip(cpu.state_dict()) {
-        assert_eq!(p.device(), g);
-        close(name, &p.to_f64_vec(), &q.to_f64_vec(), 1e-4);
-    }
-    g.synchronize()?;
     Ok(())
 }

@@ -25,6 +25,11 @@ pub(crate) struct Ctx {
     pub(crate) max_groups: u32,
     pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
     pool: Mutex<Pool>,
+    /// Parameter buffers free for reuse, by size class: kept apart from the tensor pool
+    /// because `write_buffer` lands before the pending launches run, so a parameter buffer
+    /// must never be a buffer those launches still read. They come back here only once the
+    /// launches that used them are submitted.
+    meta_free: Mutex<HashMap<u64, Vec<wgpu::Buffer>>>,
     pending: Mutex<Pending>,
     /// The first error wgpu reported outside an op's own checks (validation, out of memory).
     error: Arc<Mutex<Option<String>>>,
@@ -169,6 +174,7 @@ impl Ctx {
             queue,
             info: ad.get_info(),
             pipelines: Mutex::default(),
+            meta_free: Mutex::default(),
             pool: Mutex::new(Pool {
                 free: HashMap::new(),
                 bytes: 0,
@@ -247,6 +253,7 @@ impl Ctx {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).bytes as usize
     }
     pub(crate) fn set_cache_limit(&self, bytes: usize) {
+        self.meta_free.lock().unwrap_or_else(|e| e.into_inner()).clear();
         let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         p.limit = bytes as u64;
         if p.bytes > p.limit {
@@ -273,8 +280,9 @@ impl Ctx {
         p.launches = 0;
         let meta = std::mem::take(&mut p.meta);
         drop(p);
+        let mut free = self.meta_free.lock().unwrap_or_else(|e| e.into_inner());
         for b in meta {
-            self.recycle(b);
+            free.entry(b.size()).or_default().push(b);
         }
     }
 
@@ -320,14 +328,23 @@ impl Ctx {
             return Ok(());
         }
         let pipe = self.pipeline(key, src);
-        let mbuf = self.alloc(op, (meta.len().max(1) * 4) as u64)?;
         let mut words = meta.to_vec();
         if words.is_empty() {
             words.push(0);
         }
-        let mraw = {
-            let mut m = mbuf;
-            m.raw.take().expect("fresh")
+        let class = size_class((words.len() * 4) as u64);
+        let reused = {
+            let mut free = self.meta_free.lock().unwrap_or_else(|e| e.into_inner());
+            free.get_mut(&class).and_then(|v| v.pop())
+        };
+        let mraw = match reused {
+            Some(b) => b,
+            None => self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("params"),
+                size: class,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
         };
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.queue.write_buffer(&mraw, 0, &bytes);

@@ -39,6 +39,7 @@ impl BackendStorage for S {
         ew::to_dtype(self, layout, dtype)
     }
     fn assign(&mut self, dst: &Layout, src: &S, src_layout: &Layout) -> Result<()> {
+        self.shadow = None;
         ew::assign(self, dst, src, src_layout)
     }
 
@@ -52,12 +53,15 @@ impl BackendStorage for S {
         ew::binary(self, l, rhs, rl, op)
     }
     fn binary_inplace(&mut self, l: &Layout, rhs: &S, rl: &Layout, op: BinaryOp) -> Result<()> {
+        self.shadow = None;
         ew::binary_inplace(self, l, rhs, rl, op)
     }
     fn add_scaled_inplace(&mut self, l: &Layout, rhs: &S, rl: &Layout, alpha: f64) -> Result<bool> {
+        self.shadow = None;
         ew::add_scaled_inplace(self, l, rhs, rl, alpha)
     }
     fn affine_inplace(&mut self, l: &Layout, mul: f64, add: f64) -> Result<bool> {
+        self.shadow = None;
         ew::affine_inplace(self, l, mul, add)
     }
     fn cmp(&self, l: &Layout, rhs: &S, rl: &Layout, op: CmpOp) -> Result<S> {
@@ -156,6 +160,7 @@ impl BackendStorage for S {
         sl: &Layout,
         dims: [usize; 3],
     ) -> Result<()> {
+        self.shadow = None;
         index::index_add(self, ids, src, sl, dims)
     }
     fn gather(&self, l: &Layout, ids: &[usize], index_dims: &[usize], dim: usize) -> Result<S> {
@@ -170,6 +175,7 @@ impl BackendStorage for S {
         sl: &Layout,
         dim: usize,
     ) -> Result<()> {
+        self.shadow = None;
         index::scatter_add(self, l, ids, index_dims, src, sl, dim)
     }
 }

@@ -29,6 +29,10 @@ pub struct WgpuStorage {
     pub(crate) dtype: DType,
     pub(crate) len: usize,
     pub(crate) ordinal: usize,
+    /// The host values of an int64 buffer uploaded from the host and not written since:
+    /// class targets and token ids, which ops check on the host (bounds) before indexing.
+    /// Reading them from here spares a wait for the GPU in every training step.
+    pub(crate) shadow: Option<Arc<Vec<u32>>>,
 }
 
 impl std::fmt::Debug for WgpuStorage {
@@ -111,6 +115,7 @@ impl WgpuStorage {
             dtype,
             len,
             ordinal,
+            shadow: None,
         })
     }
     /// A buffer like `self`'s (same GPU) of `len` elements of `dtype`.
@@ -122,10 +127,17 @@ impl WgpuStorage {
         let s = WgpuStorage::empty(&ctx, ordinal, op, dtype, words.len())?;
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         ctx.upload(&s.buf, &bytes);
+        let mut s = s;
+        if dtype == DType::I64 {
+            s.shadow = Some(Arc::new(words));
+        }
         Ok(s)
     }
     /// The contiguous elements of this buffer as host words (waits for the GPU).
     pub(crate) fn words(&self, op: &str, layout: &Layout) -> Result<Vec<u32>> {
+        if let Some(h) = &self.shadow {
+            return Ok(layout.offsets().into_iter().map(|o| h[o]).collect());
+        }
         if layout.is_contiguous() && layout.offset() == 0 && layout.numel() == self.len {
             return self.ctx().read(op, self.raw(), self.len);
         }
