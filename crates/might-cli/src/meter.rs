@@ -32,7 +32,13 @@ impl Meter {
     }
 
     /// Add `loss · weight` and the rows of `logits` whose argmax equals `targets`.
-    pub fn add(&mut self, loss: &Tensor, weight: f64, logits: &Tensor, targets: &Tensor) -> Res<()> {
+    pub fn add(
+        &mut self,
+        loss: &Tensor,
+        weight: f64,
+        logits: &Tensor,
+        targets: &Tensor,
+    ) -> Res<()> {
         self.n += targets.numel();
         if self.eager {
             let l = loss.item()?;
@@ -42,11 +48,7 @@ impl Meter {
             return Ok(());
         }
         let l = loss.detach().to_dtype(DType::F32)?.mul_scalar(weight)?;
-        let r = logits
-            .detach()
-            .argmax(-1, false)?
-            .eq(targets)?
-            .sum_all()?;
+        let r = logits.detach().argmax(-1, false)?.eq(targets)?.sum_all()?;
         self.dev_loss = Some(match self.dev_loss.take() {
             Some(s) => s.add(&l)?,
             None => l,

@@ -89,14 +89,6 @@ impl Device {
         Ok(Device::Gpu(n))
     }
 
-    /// How many GPUs wgpu finds (0 without a driver, or without the `gpu` feature).
-    pub fn gpu_count() -> usize {
-        #[cfg(feature = "gpu")]
-        return crate::backend::wgpu::adapter_count();
-        #[cfg(not(feature = "gpu"))]
-        0
-    }
-
     /// The fastest device this build can use: the first GPU when there is a hardware one,
     /// else the CPU (a software GPU emulation is slower than the CPU backend).
     pub fn best() -> Device {
@@ -111,7 +103,7 @@ impl Device {
     pub fn name(self) -> String {
         match self {
             #[cfg(feature = "gpu")]
-            Device::Gpu(n) => crate::backend::wgpu::adapter_name(n).unwrap_or_else(|e| e.to_string()),
+            Device::Gpu(n) => crate::backend::wgpu::adapter_name(n),
             d => d.to_string(),
         }
     }

@@ -70,11 +70,8 @@ impl Layout {
     /// Storage offsets of the elements, in logical (row-major) order: the host-side walk
     /// backends use to build index tables.
     pub(crate) fn offsets(&self) -> Vec<usize> {
-        let (dims, st) = (self.dims(), self.strides());
-        let n = self.numel();
-        let mut out = Vec::with_capacity(n);
-        let mut idx = vec![0; dims.len()];
-        let mut off = self.offset;
+        let (dims, st, n) = (self.dims(), self.strides(), self.numel());
+        let (mut out, mut idx, mut off) = (Vec::with_capacity(n), vec![0; dims.len()], self.offset);
         for _ in 0..n {
             out.push(off);
             for d in (0..dims.len()).rev() {

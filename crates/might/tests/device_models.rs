@@ -16,6 +16,7 @@ device_tests!(
     to_device_moves_parameters_in_place,
     loader_delivers_on_the_device,
     gpt_trains_and_generates_like_the_cpu,
+    ; f64:
     attention_and_causal_softmax_like_the_cpu,
 );
 

@@ -46,7 +46,10 @@ fn parity(
             .iter()
             .map(|x| {
                 if x.dtype().is_float() {
-                    Ok(x.to_dtype(dt)?.to_device(dev)?.detach().with_requires_grad())
+                    Ok(x.to_dtype(dt)?
+                        .to_device(dev)?
+                        .detach()
+                        .with_requires_grad())
                 } else {
                     x.to_device(dev)
                 }
@@ -70,7 +73,12 @@ fn parity(
     for (k, (c, g)) in xc.iter().zip(&xg).enumerate() {
         if let (Some(gc), Some(gg)) = (c.grad(), g.grad()) {
             assert_eq!(gg.device(), gpu);
-            close(&format!("{what}: grad {k}"), &gg.to_f64_vec(), &gc.to_f64_vec(), tol);
+            close(
+                &format!("{what}: grad {k}"),
+                &gg.to_f64_vec(),
+                &gc.to_f64_vec(),
+                tol,
+            );
         }
     }
     Ok(())
@@ -266,13 +274,37 @@ fn reductions_and_softmax_match_the_cpu() -> Result<()> {
     }
     // long rows take the workgroup path
     let long = randn(&[3, 1000]);
-    parity(g, "long sum", |t| t[0].sum(1, false), std::slice::from_ref(&long), 2e-4)?;
-    parity(g, "long softmax", |t| t[0].log_softmax(1), std::slice::from_ref(&long), 2e-4)?;
-    parity(g, "long max", |t| t[0].max_all(), std::slice::from_ref(&long), 2e-4)?;
+    parity(
+        g,
+        "long sum",
+        |t| t[0].sum(1, false),
+        std::slice::from_ref(&long),
+        2e-4,
+    )?;
+    parity(
+        g,
+        "long softmax",
+        |t| t[0].log_softmax(1),
+        std::slice::from_ref(&long),
+        2e-4,
+    )?;
+    parity(
+        g,
+        "long max",
+        |t| t[0].max_all(),
+        std::slice::from_ref(&long),
+        2e-4,
+    )?;
     // arg reductions: the same indices
-    let (c, d) = (a.argmax(1, false)?, a.to_dtype(DType::F32)?.to_device(g)?.argmax(1, false)?);
+    let (c, d) = (
+        a.argmax(1, false)?,
+        a.to_dtype(DType::F32)?.to_device(g)?.argmax(1, false)?,
+    );
     assert_eq!(d.to_vec::<i64>()?, c.to_vec::<i64>()?);
-    let (c, d) = (a.argmin(2, false)?, a.to_dtype(DType::F32)?.to_device(g)?.argmin(2, false)?);
+    let (c, d) = (
+        a.argmin(2, false)?,
+        a.to_dtype(DType::F32)?.to_device(g)?.argmin(2, false)?,
+    );
     assert_eq!(d.to_vec::<i64>()?, c.to_vec::<i64>()?);
     Ok(())
 }
@@ -284,9 +316,21 @@ fn matmul_matches_the_cpu() -> Result<()> {
     let m = |t: &[Tensor]| t[0].matmul(&t[1]);
     parity(g, "2d", m, &[randn(&[4, 5]), randn(&[5, 3])], TOL)?;
     // sizes that are not multiples of the 64×64 tile, a long inner dim
-    parity(g, "ragged", m, &[randn(&[70, 130]), randn(&[130, 67])], 2e-4)?;
+    parity(
+        g,
+        "ragged",
+        m,
+        &[randn(&[70, 130]), randn(&[130, 67])],
+        2e-4,
+    )?;
     // batched with a broadcast right operand, and transposed operands read in place
-    parity(g, "batched", m, &[randn(&[2, 3, 4, 5]), randn(&[5, 6])], TOL)?;
+    parity(
+        g,
+        "batched",
+        m,
+        &[randn(&[2, 3, 4, 5]), randn(&[5, 6])],
+        TOL,
+    )?;
     parity(
         g,
         "transposed",
@@ -295,7 +339,13 @@ fn matmul_matches_the_cpu() -> Result<()> {
         TOL,
     )?;
     parity(g, "vector", m, &[randn(&[3, 8]), randn(&[8])], TOL)?;
-    parity(g, "linear", |t| linear(&t[0], &t[1], Some(&t[2])), &[randn(&[6, 5]), randn(&[4, 5]), randn(&[4])], TOL)?;
+    parity(
+        g,
+        "linear",
+        |t| linear(&t[0], &t[1], Some(&t[2])),
+        &[randn(&[6, 5]), randn(&[4, 5]), randn(&[4])],
+        TOL,
+    )?;
     Ok(())
 }
 
@@ -305,7 +355,13 @@ fn convolutions_and_pools_match_the_cpu() -> Result<()> {
     manual_seed(4);
     let x = randn(&[2, 4, 7, 6]);
     // (stride, padding, dilation, groups)
-    for (s, p, d, gr) in [(1, 0, 1, 1), (2, 1, 1, 1), (1, 2, 2, 1), (2, 1, 1, 2), (1, 1, 1, 4)] {
+    for (s, p, d, gr) in [
+        (1, 0, 1, 1),
+        (2, 1, 1, 1),
+        (1, 2, 2, 1),
+        (2, 1, 1, 2),
+        (1, 1, 1, 4),
+    ] {
         let w = randn(&[8, 4 / gr, 3, 3]);
         let b = randn(&[8]);
         parity(
@@ -331,7 +387,13 @@ fn convolutions_and_pools_match_the_cpu() -> Result<()> {
         &[x.clone(), w, randn(&[3])],
         2e-4,
     )?;
-    parity(g, "max_pool2d", |t| t[0].max_pool2d([2, 2], [2, 2], [0, 0]), std::slice::from_ref(&x), TOL)?;
+    parity(
+        g,
+        "max_pool2d",
+        |t| t[0].max_pool2d([2, 2], [2, 2], [0, 0]),
+        std::slice::from_ref(&x),
+        TOL,
+    )?;
     parity(
         g,
         "max_pool2d overlapping, padded",
@@ -339,9 +401,27 @@ fn convolutions_and_pools_match_the_cpu() -> Result<()> {
         std::slice::from_ref(&x),
         TOL,
     )?;
-    parity(g, "avg_pool2d", |t| t[0].avg_pool2d([3, 2], [2, 2], [1, 1]), std::slice::from_ref(&x), TOL)?;
-    parity(g, "adaptive", |t| t[0].adaptive_avg_pool2d([3, 4]), std::slice::from_ref(&x), TOL)?;
-    parity(g, "global avg", |t| t[0].adaptive_avg_pool2d([1, 1]), std::slice::from_ref(&x), TOL)?;
+    parity(
+        g,
+        "avg_pool2d",
+        |t| t[0].avg_pool2d([3, 2], [2, 2], [1, 1]),
+        std::slice::from_ref(&x),
+        TOL,
+    )?;
+    parity(
+        g,
+        "adaptive",
+        |t| t[0].adaptive_avg_pool2d([3, 4]),
+        std::slice::from_ref(&x),
+        TOL,
+    )?;
+    parity(
+        g,
+        "global avg",
+        |t| t[0].adaptive_avg_pool2d([1, 1]),
+        std::slice::from_ref(&x),
+        TOL,
+    )?;
     Ok(())
 }
 
@@ -351,11 +431,35 @@ fn indexing_and_layers_match_the_cpu() -> Result<()> {
     manual_seed(5);
     let a = randn(&[5, 4]);
     let i = ids(&[3, 0, 3, 1], &[4]);
-    parity(g, "index_select 0", |t| t[0].index_select(0, &t[1]), &[a.clone(), i.clone()], TOL)?;
-    parity(g, "index_select 1", |t| t[0].index_select(1, &t[1]), &[a.clone(), ids(&[2, 2, 0], &[3])], TOL)?;
-    parity(g, "embedding", |t| Tensor::embedding(&t[1], &t[0]), &[a.clone(), ids(&[4, 1, 1, 0, 4, 4], &[2, 3])], TOL)?;
+    parity(
+        g,
+        "index_select 0",
+        |t| t[0].index_select(0, &t[1]),
+        &[a.clone(), i.clone()],
+        TOL,
+    )?;
+    parity(
+        g,
+        "index_select 1",
+        |t| t[0].index_select(1, &t[1]),
+        &[a.clone(), ids(&[2, 2, 0], &[3])],
+        TOL,
+    )?;
+    parity(
+        g,
+        "embedding",
+        |t| Tensor::embedding(&t[1], &t[0]),
+        &[a.clone(), ids(&[4, 1, 1, 0, 4, 4], &[2, 3])],
+        TOL,
+    )?;
     let gi = ids(&[0, 3, 3, 1, 2, 2, 0, 0], &[2, 4]);
-    parity(g, "gather", |t| t[0].gather(1, &t[1]), &[randn(&[2, 5]), gi.clone()], TOL)?;
+    parity(
+        g,
+        "gather",
+        |t| t[0].gather(1, &t[1]),
+        &[randn(&[2, 5]), gi.clone()],
+        TOL,
+    )?;
     parity(
         g,
         "scatter_add",
@@ -410,8 +514,14 @@ fn the_gpu_refuses_f64_and_names_the_adapters() -> Result<()> {
     let g = gpu_or_skip!();
     let e = Tensor::zeros([2], DType::F64)?.to_device(g).unwrap_err();
     assert_eq!(e.kind, ErrorKind::DType, "{e}");
-    assert!(e.to_string().contains("float64") && e.to_string().contains("to_dtype"), "{e}");
-    let e = Tensor::zeros([2], DType::F32)?.to_device(g)?.to_dtype(DType::F64).unwrap_err();
+    assert!(
+        e.to_string().contains("float64") && e.to_string().contains("to_dtype"),
+        "{e}"
+    );
+    let e = Tensor::zeros([2], DType::F32)?
+        .to_device(g)?
+        .to_dtype(DType::F64)
+        .unwrap_err();
     assert!(e.to_string().contains("float64"), "{e}");
     let e = Device::gpu(1000).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Device);
@@ -419,7 +529,10 @@ fn the_gpu_refuses_f64_and_names_the_adapters() -> Result<()> {
     assert_eq!(g.to_string(), "gpu:0");
     assert!(!g.name().is_empty());
     // tensors on different devices: a clear error, not a silent copy
-    let (c, d) = (Tensor::ones([2], DType::F32)?, Tensor::ones([2], DType::F32)?.to_device(g)?);
+    let (c, d) = (
+        Tensor::ones([2], DType::F32)?,
+        Tensor::ones([2], DType::F32)?.to_device(g)?,
+    );
     assert_eq!(c.add(&d).unwrap_err().kind, ErrorKind::Device);
     Ok(())
 }

@@ -13,7 +13,10 @@ use might::{manual_seed, DType, Device, Result, Tensor};
 fn close(what: &str, got: &[f64], want: &[f64], tol: f64) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}[{i}]: gpu {g} vs cpu {w}");
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}[{i}]: gpu {g} vs cpu {w}"
+        );
     }
 }
 
@@ -56,12 +59,18 @@ fn training_matches_the_cpu_queued_and_without_new_buffers() -> Result<()> {
         momentum: 0.9,
         ..Default::default()
     };
-    let mut opts = [Sgd::new(cpu.parameters(), cfg)?, Sgd::new(moved.parameters(), cfg)?];
+    let mut opts = [
+        Sgd::new(cpu.parameters(), cfg)?,
+        Sgd::new(moved.parameters(), cfg)?,
+    ];
     let (xg, yg) = (x.to_device(g)?, y.to_device(g)?);
     let mut counts = vec![];
     for step in 0..4 {
         let mut losses = vec![];
-        for (k, (m, (xs, ys))) in [(&cpu, (&x, &y)), (&moved, (&xg, &yg))].into_iter().enumerate() {
+        for (k, (m, (xs, ys))) in [(&cpu, (&x, &y)), (&moved, (&xg, &yg))]
+            .into_iter()
+            .enumerate()
+        {
             let loss = cross_entropy(&m.forward(xs)?, ys, &CrossEntropyOptions::default())?;
             loss.backward()?;
             opts[k].step()?;
@@ -70,12 +79,23 @@ fn training_matches_the_cpu_queued_and_without_new_buffers() -> Result<()> {
         }
         counts.push(might::internals::gpu_counters(n));
         if step == 3 {
-            close("loss", &losses[1].to_f64_vec(), &losses[0].to_f64_vec(), 1e-4);
+            close(
+                "loss",
+                &losses[1].to_f64_vec(),
+                &losses[0].to_f64_vec(),
+                1e-4,
+            );
         }
     }
     // steps 2..4 read nothing back and created no buffers
-    assert_eq!(counts[3].0, counts[1].0, "host reads during steps: {counts:?}");
-    assert_eq!(counts[3].1, counts[1].1, "buffers created during steps: {counts:?}");
+    assert_eq!(
+        counts[3].0, counts[1].0,
+        "host reads during steps: {counts:?}"
+    );
+    assert_eq!(
+        counts[3].1, counts[1].1,
+        "buffers created during steps: {counts:?}"
+    );
     for ((name, p), (_, q)) in moved.state_dict().iter().zip(cpu.state_dict()) {
         assert_eq!(p.device(), g);
         close(name, &p.to_f64_vec(), &q.to_f64_vec(), 1e-4);

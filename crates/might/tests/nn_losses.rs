@@ -11,6 +11,7 @@ use might::{manual_seed, DType, Device, ErrorKind, Result, Tensor};
 mod common;
 
 device_tests!(
+    ; f64:
     cross_entropy_hand_values,
     cross_entropy_backward_is_softmax_minus_onehot,
     cross_entropy_ignore_index_and_errors,

@@ -269,7 +269,10 @@ pub fn check_case(case: &Value, mut m: Box<dyn Module>, dev: Device) -> Result<(
     Ok(())
 }
 
-device_tests!(layers_and_losses_match_pytorch);
+device_tests!(
+    ; f64:
+    layers_and_losses_match_pytorch,
+);
 
 fn layers_and_losses_match_pytorch(dev: Device) -> Result<()> {
     let fx = load_fixture();

@@ -12,6 +12,8 @@ use might::{DType, Device, ErrorKind, Result, Tensor};
 mod common;
 
 device_tests!(
+    clip_grad_value_clamps_elementwise,
+    ; f64:
     sgd_momentum_dampening_weight_decay_by_hand,
     sgd_plain_and_nesterov_by_hand,
     adam_adamw_first_steps_by_hand,
@@ -23,7 +25,6 @@ device_tests!(
     clip_grad_norm_matches_pytorch_formula,
     clip_grad_norm_of_large_gradients,
     clipping_a_gradient_shared_by_two_params_scales_it_once,
-    clip_grad_value_clamps_elementwise,
     scheduler_drives_any_optimizer,
     state_dict_round_trip_reproduces_the_run,
     load_state_dict_rejects_foreign_state_and_changes_nothing,

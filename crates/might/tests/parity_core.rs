@@ -165,7 +165,10 @@ fn close(name: &str, what: &str, got: &Tensor, want: &Value) {
     }
 }
 
-device_tests!(core_ops_match_pytorch);
+device_tests!(
+    ; f64:
+    core_ops_match_pytorch,
+);
 
 fn core_ops_match_pytorch(dev: Device) -> Result<()> {
     let fx = fixture();

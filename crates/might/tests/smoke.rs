@@ -11,18 +11,19 @@ device_tests!(
     strict_broadcast_refuses_double_expansion,
     reductions,
     matmul_shapes_and_values,
+    in_place_ops_write_through_views,
+    chunk_split_squeeze_flatten_expand,
+    in_place_ops_with_broadcast_or_strided_sources_reach_every_element,
+    comparisons_and_where_match_plain_evaluation,
+    transposed_views_copy_to_the_right_places,
+    ; f64:
     autograd_mlp_like_graph,
     gradchecks,
     creation_and_rng_are_reproducible,
     dtypes_convert_and_half_matmul_accumulates_in_f32,
-    in_place_ops_write_through_views,
-    chunk_split_squeeze_flatten_expand,
     printing_like_pytorch,
     backward_accumulates_and_frees_graph,
     long_row_sums_are_exact_on_integers,
-    in_place_ops_with_broadcast_or_strided_sources_reach_every_element,
-    comparisons_and_where_match_plain_evaluation,
-    transposed_views_copy_to_the_right_places,
 );
 
 fn t(dev: Device, v: &[f32], s: &[usize]) -> Tensor {

@@ -99,7 +99,11 @@ pub(crate) fn adapters() -> std::result::Result<&'static [wgpu::Adapter], String
             wgpu::DeviceType::Other => 3,
             wgpu::DeviceType::Cpu => 4,
         };
-        v.retain(|a| a.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS));
+        v.retain(|a| {
+            a.get_downlevel_capabilities()
+                .flags
+                .contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)
+        });
         v.sort_by_key(rank);
         Ok(v)
     });
@@ -253,7 +257,10 @@ impl Ctx {
         self.pool.lock().unwrap_or_else(|e| e.into_inner()).bytes as usize
     }
     pub(crate) fn set_cache_limit(&self, bytes: usize) {
-        self.meta_free.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.meta_free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
         p.limit = bytes as u64;
         if p.bytes > p.limit {
@@ -394,7 +401,10 @@ impl Ctx {
         }
         let y = groups.div_ceil(m);
         if y > m {
-            return Err(device_error(op, format!("{groups} workgroups exceed the grid limit")));
+            return Err(device_error(
+                op,
+                format!("{groups} workgroups exceed the grid limit"),
+            ));
         }
         Ok((m as u32, y as u32))
     }

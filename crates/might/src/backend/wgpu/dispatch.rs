@@ -25,7 +25,9 @@ impl BackendStorage for S {
             ));
         }
         let w = self.words("to_vec", layout)?;
-        Ok(w.into_iter().map(|w| T::from_f64(value_of(self.dtype, w))).collect())
+        Ok(w.into_iter()
+            .map(|w| T::from_f64(value_of(self.dtype, w)))
+            .collect())
     }
     fn to_f64_vec(&self, layout: &Layout) -> Result<Vec<f64>> {
         let w = self.words("to_vec", layout)?;

@@ -74,7 +74,10 @@ fn run(
     }
     let key = format!(
         "map|{}|{}|{}|{}|{}",
-        ins.iter().map(|x| ty(x.0.dtype)).collect::<Vec<_>>().join(","),
+        ins.iter()
+            .map(|x| ty(x.0.dtype))
+            .collect::<Vec<_>>()
+            .join(","),
         names.join(","),
         ty(out.dtype),
         ol.is_some(),
@@ -99,10 +102,16 @@ fn run(
         );
         s += ENTRY;
         for (k, name) in names.iter().enumerate() {
-            s += &format!("    let {name} = in{k}[loc(slot({}u), i)];\n", FIRST_SLOT + k);
+            s += &format!(
+                "    let {name} = in{k}[loc(slot({}u), i)];\n",
+                FIRST_SLOT + k
+            );
         }
         if ol.is_some() {
-            s += &format!("    let o = loc(slot({}u), i);\n    let d = out[o];\n", FIRST_SLOT + ins.len());
+            s += &format!(
+                "    let o = loc(slot({}u), i);\n    let d = out[o];\n",
+                FIRST_SLOT + ins.len()
+            );
             s += &format!("    out[o] = {expr};\n}}\n");
         } else {
             s += &format!("    out[i] = {expr};\n}}\n");
@@ -117,7 +126,15 @@ fn run(
 /// A buffer of `n` zeros (f32) on `like`'s GPU.
 pub(super) fn zeros_like(like: &S, n: usize) -> Result<S> {
     let out = like.new_like("zeros", DType::F32, n)?;
-    map_inplace("zeros", &out, &Layout::contiguous(vec![n]), &[], &[], "0.0", [0.0; 2])?;
+    map_inplace(
+        "zeros",
+        &out,
+        &Layout::contiguous(vec![n]),
+        &[],
+        &[],
+        "0.0",
+        [0.0; 2],
+    )?;
     Ok(out)
 }
 
@@ -161,7 +178,8 @@ pub(super) fn unary(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
     if let UnaryOp::Affine(mul, add) = op {
         if dt == DType::I64 || dt == DType::U8 {
             // integers: exact when the factors are whole, else through f32
-            let whole = mul.fract() == 0.0 && add.fract() == 0.0 && mul.abs() < 2e9 && add.abs() < 2e9;
+            let whole =
+                mul.fract() == 0.0 && add.fract() == 0.0 && mul.abs() < 2e9 && add.abs() < 2e9;
             let expr = match (dt, whole) {
                 (DType::I64, true) => "x * islot(0u) + islot(1u)",
                 (DType::I64, false) => "i32(f32(x) * fslot(0u) + fslot(1u))",
@@ -199,7 +217,14 @@ fn run_unary_int(
 
 pub(super) fn unary_backward(g: &S, gl: &Layout, s: &S, sl: &Layout, op: UnaryOp) -> Result<S> {
     if g.dtype != DType::F32 || s.dtype != DType::F32 {
-        return Err(not_float(op.name(), if g.dtype != DType::F32 { g.dtype } else { s.dtype }));
+        return Err(not_float(
+            op.name(),
+            if g.dtype != DType::F32 {
+                g.dtype
+            } else {
+                s.dtype
+            },
+        ));
     }
     let sc = match op {
         UnaryOp::Powf(p) => [p, 0.0],
@@ -284,11 +309,25 @@ pub(super) fn binary_inplace(a: &S, al: &Layout, b: &S, bl: &Layout, op: BinaryO
 }
 
 /// `a += alpha · b` (f32).
-pub(super) fn add_scaled_inplace(a: &S, al: &Layout, b: &S, bl: &Layout, alpha: f64) -> Result<bool> {
+pub(super) fn add_scaled_inplace(
+    a: &S,
+    al: &Layout,
+    b: &S,
+    bl: &Layout,
+    alpha: f64,
+) -> Result<bool> {
     if a.dtype != DType::F32 || b.dtype != DType::F32 {
         return Ok(false);
     }
-    map_inplace("add_", a, al, &[(b, bl)], &["b"], "d + b * fslot(0u)", [alpha, 0.0])?;
+    map_inplace(
+        "add_",
+        a,
+        al,
+        &[(b, bl)],
+        &["b"],
+        "d + b * fslot(0u)",
+        [alpha, 0.0],
+    )?;
     Ok(true)
 }
 
@@ -297,7 +336,15 @@ pub(super) fn affine_inplace(a: &S, al: &Layout, mul: f64, add: f64) -> Result<b
     if a.dtype != DType::F32 {
         return Ok(false);
     }
-    map_inplace("affine_", a, al, &[], &[], "d * fslot(0u) + fslot(1u)", [mul, add])?;
+    map_inplace(
+        "affine_",
+        a,
+        al,
+        &[],
+        &[],
+        "d * fslot(0u) + fslot(1u)",
+        [mul, add],
+    )?;
     Ok(true)
 }
 
@@ -345,7 +392,14 @@ pub(super) fn cmp(a: &S, al: &Layout, b: &S, bl: &Layout, op: CmpOp) -> Result<S
         (DType::F32, _) => format!("select(0u, 1u, !is_nan_(a) && !is_nan_(b) && {t})"),
         _ => format!("select(0u, 1u, {t})"),
     };
-    map("compare", &[(a, al), (b, bl)], &["a", "b"], DType::Bool, &e, [0.0; 2])
+    map(
+        "compare",
+        &[(a, al), (b, bl)],
+        &["a", "b"],
+        DType::Bool,
+        &e,
+        [0.0; 2],
+    )
 }
 
 pub(super) fn where_cond(c: &S, cl: &Layout, a: &S, al: &Layout, b: &S, bl: &Layout) -> Result<S> {
@@ -369,7 +423,10 @@ pub(super) fn where_cond(c: &S, cl: &Layout, a: &S, al: &Layout, b: &S, bl: &Lay
 mod tests {
     #[test]
     fn wrap_a_renames_whole_identifiers() {
-        assert_eq!(super::wrap_a("select(b, a, is_nan_(a) || a > b)"), "select(b, d, is_nan_(d) || d > b)");
+        assert_eq!(
+            super::wrap_a("select(b, a, is_nan_(a) || a > b)"),
+            "select(b, d, is_nan_(d) || d > b)"
+        );
         assert_eq!(super::wrap_a("max(a, b)"), "max(d, b)");
     }
 }

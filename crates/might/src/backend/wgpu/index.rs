@@ -17,7 +17,14 @@ fn upload(like: &S, op: &str, ids: impl Iterator<Item = usize>) -> Result<S> {
 }
 
 /// Run `body` (after the entry) with `x` (read), `ids` (read, u32) and `out` (read_write).
-fn launch(op: &str, key: &str, body: &str, (x, ids, out): (&S, &S, &S), p: &Meta, n: usize) -> Result<()> {
+fn launch(
+    op: &str,
+    key: &str,
+    body: &str,
+    (x, ids, out): (&S, &S, &S),
+    p: &Meta,
+    n: usize,
+) -> Result<()> {
     let (tx, to) = (wgsl::ty(x.dtype), wgsl::ty(out.dtype));
     let src = || {
         format!(
@@ -41,7 +48,12 @@ fn launch(op: &str, key: &str, body: &str, (x, ids, out): (&S, &S, &S), p: &Meta
 }
 
 /// Slices along the middle dim of a contiguous `[outer, n, inner]` view picked by `ids`.
-pub(super) fn index_select(s: &S, l: &Layout, ids: &[usize], [outer, n, inner]: [usize; 3]) -> Result<S> {
+pub(super) fn index_select(
+    s: &S,
+    l: &Layout,
+    ids: &[usize],
+    [outer, n, inner]: [usize; 3],
+) -> Result<S> {
     let total = outer * ids.len() * inner;
     let out = s.new_like("index_select", s.dtype, total)?;
     if total == 0 {
@@ -49,19 +61,35 @@ pub(super) fn index_select(s: &S, l: &Layout, ids: &[usize], [outer, n, inner]: 
     }
     let idb = upload(s, "index_select", ids.iter().copied())?;
     let mut p = Meta::new(total, FIRST_SLOT + 4);
-    p.set(2, n).set(3, inner).set(4, ids.len()).set(5, l.offset());
+    p.set(2, n)
+        .set(3, inner)
+        .set(4, ids.len())
+        .set(5, l.offset());
     let body = "
     let k = i % slot(3u);
     let j = (i / slot(3u)) % slot(4u);
     let o = i / (slot(3u) * slot(4u));
     out[i] = x[slot(5u) + (o * slot(2u) + ids[j]) * slot(3u) + k];
 ";
-    launch("index_select", "index_select", body, (s, &idb, &out), &p, total)?;
+    launch(
+        "index_select",
+        "index_select",
+        body,
+        (s, &idb, &out),
+        &p,
+        total,
+    )?;
     Ok(out)
 }
 
 /// `out[..i..] = s[..ids[..i..]..]` along `dim`.
-pub(super) fn gather(s: &S, l: &Layout, ids: &[usize], index_dims: &[usize], dim: usize) -> Result<S> {
+pub(super) fn gather(
+    s: &S,
+    l: &Layout,
+    ids: &[usize],
+    index_dims: &[usize],
+    dim: usize,
+) -> Result<S> {
     let total: usize = index_dims.iter().product();
     let out = s.new_like("gather", s.dtype, total)?;
     if total == 0 {
@@ -84,10 +112,16 @@ pub(super) fn gather(s: &S, l: &Layout, ids: &[usize], index_dims: &[usize], dim
 /// the sources), then one thread per destination adds its sources in their original order.
 fn add_pairs(op: &str, dst: &S, src: &S, pairs: Vec<(usize, usize)>) -> Result<()> {
     if !matches!(dst.dtype, DType::F32 | DType::I64) {
-        return Err(Error::dtype(op, format!("not supported for dtype {} on the GPU", dst.dtype)));
+        return Err(Error::dtype(
+            op,
+            format!("not supported for dtype {} on the GPU", dst.dtype),
+        ));
     }
     if src.dtype != dst.dtype {
-        return Err(Error::dtype(op, format!("dtypes differ: {} vs {}", dst.dtype, src.dtype)));
+        return Err(Error::dtype(
+            op,
+            format!("dtypes differ: {} vs {}", dst.dtype, src.dtype),
+        ));
     }
     if pairs.is_empty() {
         return Ok(());
@@ -164,7 +198,12 @@ pub(super) fn scatter_add(
     let step = st[dim];
     st[dim] = 0;
     let bases = Layout::new(index_dims.to_vec().into(), st, l.offset()).offsets();
-    let so = Layout::new(index_dims.to_vec().into(), sl.strides().to_vec(), sl.offset()).offsets();
+    let so = Layout::new(
+        index_dims.to_vec().into(),
+        sl.strides().to_vec(),
+        sl.offset(),
+    )
+    .offsets();
     let pairs = bases
         .iter()
         .zip(ids)

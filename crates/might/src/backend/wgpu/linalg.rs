@@ -114,7 +114,9 @@ fn gemm(a: &Mat, b: &Mat, out: &Mat, [m, n, k]: [usize; 3]) -> Result<()> {
     }
     let mut p = Meta::new(groups, 17);
     p.set(FIRST_SLOT, m).set(3, n).set(4, k).set(5, nb);
-    p.layout(6, &a.batch).layout(7, &b.batch).layout(8, &out.batch);
+    p.layout(6, &a.batch)
+        .layout(7, &b.batch)
+        .layout(8, &out.batch);
     p.set(9, a.rs).set(10, a.cs).set(11, b.rs).set(12, b.cs);
     p.set(13, out.rs).set(14, out.cs).set(15, tn).set(16, tm);
     let src = || format!("{}{GEMM}{WG_ENTRY}{GEMM_BODY}", wgsl::PRELUDE);
@@ -149,7 +151,11 @@ pub(super) fn matmul(a: &S, al: &Layout, b: &S, bl: &Layout) -> Result<S> {
     let out = a.new_like("matmul", DType::F32, nb * m * n)?;
     let mat = |s, l: &Layout| Mat {
         s,
-        batch: Layout::new(bd.to_vec().into(), l.strides()[..r - 2].to_vec(), l.offset()),
+        batch: Layout::new(
+            bd.to_vec().into(),
+            l.strides()[..r - 2].to_vec(),
+            l.offset(),
+        ),
         rs: l.strides()[r - 2],
         cs: l.strides()[r - 1],
     };
@@ -173,8 +179,21 @@ fn chunk(g: &ConvGeom) -> usize {
 fn geom_meta(threads: usize, g: &ConvGeom, b0: usize, x_off: usize) -> Meta {
     let mut p = Meta::new(threads, 18);
     let v = [
-        g.c, g.h, g.w, g.kh, g.kw, g.stride[0], g.stride[1], g.padding[0], g.padding[1],
-        g.dilation[0], g.dilation[1], g.oh, g.ow, b0, x_off,
+        g.c,
+        g.h,
+        g.w,
+        g.kh,
+        g.kw,
+        g.stride[0],
+        g.stride[1],
+        g.padding[0],
+        g.padding[1],
+        g.dilation[0],
+        g.dilation[1],
+        g.oh,
+        g.ow,
+        b0,
+        x_off,
     ];
     for (i, &x) in v.iter().enumerate() {
         p.set(FIRST_SLOT + i, x);
@@ -219,8 +238,14 @@ fn im2col(x: &S, x_off: usize, g: &ConvGeom, b0: usize, nb: usize) -> Result<S> 
             super::ENTRY
         )
     };
-    x.ctx()
-        .launch("conv2d", "im2col", src, p.words(), &[x.raw(), col.raw()], super::groups(n))?;
+    x.ctx().launch(
+        "conv2d",
+        "im2col",
+        src,
+        p.words(),
+        &[x.raw(), col.raw()],
+        super::groups(n),
+    )?;
     Ok(col)
 }
 
@@ -256,8 +281,14 @@ fn col2im(gcol: &S, gx: &S, g: &ConvGeom, b0: usize, nb: usize) -> Result<()> {
             super::ENTRY
         )
     };
-    gx.ctx()
-        .launch("conv2d_backward", "col2im", src, p.words(), &[gcol.raw(), gx.raw()], super::groups(n))
+    gx.ctx().launch(
+        "conv2d_backward",
+        "col2im",
+        src,
+        p.words(),
+        &[gcol.raw(), gx.raw()],
+        super::groups(n),
+    )
 }
 
 /// `conv2d(x, w) + bias`, through a ReLU when `relu` (contiguous NCHW operands).
@@ -299,12 +330,26 @@ pub(super) fn conv2d(
         b0 += nb;
     }
     let yl = Layout::contiguous(vec![g.n, g.o, l]);
-    let gate = |e: &str| if relu { format!("select(0.0, {e}, {e} > 0.0)") } else { e.to_string() };
+    let gate = |e: &str| {
+        if relu {
+            format!("select(0.0, {e}, {e} > 0.0)")
+        } else {
+            e.to_string()
+        }
+    };
     match bias {
         Some((b, bl)) => {
             f32_only("conv2d", &[b.dtype])?;
             let bb = Layout::new(vec![g.n, g.o, l].into(), vec![0, 1, 0], bl.offset());
-            ew::map_inplace("conv2d", &y, &yl, &[(b, &bb)], &["b"], &gate("(d + b)"), [0.0; 2])?;
+            ew::map_inplace(
+                "conv2d",
+                &y,
+                &yl,
+                &[(b, &bb)],
+                &["b"],
+                &gate("(d + b)"),
+                [0.0; 2],
+            )?;
         }
         None if relu => ew::map_inplace("conv2d", &y, &yl, &[], &[], &gate("d"), [0.0; 2])?,
         None => {}
@@ -346,7 +391,12 @@ pub(super) fn conv2d_backward(
     };
     let gb = if need_b {
         let gl3 = Layout::new(full.shape().clone(), full.strides().to_vec(), g_off);
-        Some(super::reduce::reduce(gs, &gl3, &[true, false, true], crate::backend::ReduceOp::Sum)?)
+        Some(super::reduce::reduce(
+            gs,
+            &gl3,
+            &[true, false, true],
+            crate::backend::ReduceOp::Sum,
+        )?)
     } else {
         None
     };
@@ -362,7 +412,11 @@ pub(super) fn conv2d_backward(
         let nb = step.min(g.n - b0);
         let gm = |rs: usize, cs: usize| Mat {
             s: gs,
-            batch: Layout::new(vec![nb, gr].into(), vec![g.o * l, og * l], g_off + b0 * g.o * l),
+            batch: Layout::new(
+                vec![nb, gr].into(),
+                vec![g.o * l, og * l],
+                g_off + b0 * g.o * l,
+            ),
             rs,
             cs,
         };
@@ -384,7 +438,8 @@ pub(super) fn conv2d_backward(
             };
             gemm(&gm(l, 1), &cm, &pm, [og, cgk, l])?;
             let pl = Layout::contiguous(vec![nb, g.o * cgk]);
-            let sum = super::reduce::reduce(&part, &pl, &[true, false], crate::backend::ReduceOp::Sum)?;
+            let sum =
+                super::reduce::reduce(&part, &pl, &[true, false], crate::backend::ReduceOp::Sum)?;
             match &gw {
                 None => gw = Some(sum),
                 Some(acc) => {

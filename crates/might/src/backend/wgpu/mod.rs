@@ -37,7 +37,11 @@ pub struct WgpuStorage {
 
 impl std::fmt::Debug for WgpuStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "WgpuStorage(gpu:{}, {}, {} elements)", self.ordinal, self.dtype, self.len)
+        write!(
+            f,
+            "WgpuStorage(gpu:{}, {}, {} elements)",
+            self.ordinal, self.dtype, self.len
+        )
     }
 }
 
@@ -70,7 +74,10 @@ pub(crate) fn adapter_count() -> usize {
 /// The name and driver of GPU `ordinal`.
 pub(crate) fn adapter_name(ordinal: usize) -> Result<String> {
     let c = context::ctx(ordinal)?;
-    Ok(format!("{} ({:?}, {})", c.info.name, c.info.backend, c.info.driver))
+    Ok(format!(
+        "{} ({:?}, {})",
+        c.info.name, c.info.backend, c.info.driver
+    ))
 }
 
 /// (host reads, buffers created) so far on GPU `ordinal`: counters for tests.
@@ -107,7 +114,13 @@ impl WgpuStorage {
         self.buf.raw()
     }
     /// A new uninitialised buffer of `len` elements of `dtype` on `ctx`.
-    pub(crate) fn empty(ctx: &Arc<Ctx>, ordinal: usize, op: &str, dtype: DType, len: usize) -> Result<Self> {
+    pub(crate) fn empty(
+        ctx: &Arc<Ctx>,
+        ordinal: usize,
+        op: &str,
+        dtype: DType,
+        len: usize,
+    ) -> Result<Self> {
         check_dtype(op, dtype)?;
         let buf = ctx.alloc(op, (len.max(1) * 4) as u64)?;
         Ok(WgpuStorage {
@@ -156,7 +169,12 @@ fn word_of(op: &str, dt: DType, v: f64) -> Result<u32> {
         }
         DType::U8 => v as u8 as u32,
         DType::Bool => (v != 0.0) as u32,
-        _ => return Err(device_error(op, format!("dtype {dt} is not held on the GPU"))),
+        _ => {
+            return Err(device_error(
+                op,
+                format!("dtype {dt} is not held on the GPU"),
+            ))
+        }
     })
 }
 
@@ -202,7 +220,9 @@ impl BackendDevice for WgpuDevice {
                 .iter()
                 .map(|v| {
                     let i = v.to_f64() as i64;
-                    i32::try_from(i).map(|x| x as u32).map_err(|_| out_of_range("to_device", i))
+                    i32::try_from(i)
+                        .map(|x| x as u32)
+                        .map_err(|_| out_of_range("to_device", i))
                 })
                 .collect::<Result<Vec<u32>>>()?,
             _ => data.iter().map(|v| v.to_f64() as u32).collect(),
@@ -283,7 +303,13 @@ impl Meta {
         self
     }
     /// Slot `k` points at the description of `dims`/`strides`/`offset`.
-    pub(crate) fn dims(&mut self, k: usize, dims: &[usize], strides: &[usize], offset: usize) -> &mut Self {
+    pub(crate) fn dims(
+        &mut self,
+        k: usize,
+        dims: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> &mut Self {
         self.w[1 + k] = self.w.len() as u32;
         self.w.push(dims.len() as u32);
         self.w.extend(dims.iter().map(|&d| d as u32));

@@ -10,7 +10,10 @@ use crate::{DType, Error, Layout, Result};
 #[track_caller]
 fn f32_only(op: &str, s: &S) -> Result<()> {
     if s.dtype != DType::F32 {
-        return Err(Error::dtype(op, format!("not supported for dtype {} on the GPU", s.dtype)));
+        return Err(Error::dtype(
+            op,
+            format!("not supported for dtype {} on the GPU", s.dtype),
+        ));
     }
     Ok(())
 }
@@ -18,8 +21,18 @@ fn f32_only(op: &str, s: &S) -> Result<()> {
 fn meta(threads: usize, g: &PoolGeom, offs: [usize; 2]) -> Meta {
     let mut p = Meta::new(threads, 14);
     let v = [
-        g.h, g.w, g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.padding[0],
-        g.padding[1], g.oh, g.ow, offs[0], offs[1],
+        g.h,
+        g.w,
+        g.kernel[0],
+        g.kernel[1],
+        g.stride[0],
+        g.stride[1],
+        g.padding[0],
+        g.padding[1],
+        g.oh,
+        g.ow,
+        offs[0],
+        offs[1],
     ];
     for (i, &x) in v.iter().enumerate() {
         p.set(FIRST_SLOT + i, x);
@@ -156,9 +169,17 @@ pub(super) fn max_pool2d_backward(
 /// Average pooling (`count_include_pad = true`), or its backward (`back`: `s` is the output
 /// gradient, spread evenly over each window).
 pub(super) fn avg_pool2d(s: &S, l: &Layout, g: &PoolGeom, back: bool) -> Result<S> {
-    let op = if back { "avg_pool2d_backward" } else { "avg_pool2d" };
+    let op = if back {
+        "avg_pool2d_backward"
+    } else {
+        "avg_pool2d"
+    };
     f32_only(op, s)?;
-    let n = if back { g.planes * g.h * g.w } else { g.planes * g.oh * g.ow };
+    let n = if back {
+        g.planes * g.h * g.w
+    } else {
+        g.planes * g.oh * g.ow
+    };
     let out = s.new_like(op, DType::F32, n)?;
     // the divisor: the window clipped to the padded input
     let div = "f32((min(ys + KH, i32(H) + PY) - ys) * (min(xs + KW, i32(W) + PX) - xs))";
@@ -192,7 +213,15 @@ pub(super) fn avg_pool2d(s: &S, l: &Layout, g: &PoolGeom, back: bool) -> Result<
 "
         )
     };
-    launch(op, op, &body, &[(s, false), (&out, true)], n, g, [l.offset(), 0])?;
+    launch(
+        op,
+        op,
+        &body,
+        &[(s, false), (&out, true)],
+        n,
+        g,
+        [l.offset(), 0],
+    )?;
     Ok(out)
 }
 
@@ -212,7 +241,11 @@ pub(super) fn adaptive_avg_pool2d(
         "adaptive_avg_pool2d"
     };
     f32_only(op, s)?;
-    let n = if back { planes * h * w } else { planes * oh * ow };
+    let n = if back {
+        planes * h * w
+    } else {
+        planes * oh * ow
+    };
     let out = s.new_like(op, DType::F32, n)?;
     let g = PoolGeom {
         planes,
@@ -271,7 +304,13 @@ fn hi(o: u32, out: u32, len: u32) -> u32 { return ((o + 1u) * len + out - 1u) / 
 ";
         k + super::ENTRY + GEOM + body + "}\n"
     };
-    s.ctx()
-        .launch(op, op, src, p.words(), &[s.raw(), out.raw()], super::groups(n))?;
+    s.ctx().launch(
+        op,
+        op,
+        src,
+        p.words(),
+        &[s.raw(), out.raw()],
+        super::groups(n),
+    )?;
     Ok(out)
 }

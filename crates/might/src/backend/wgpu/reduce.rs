@@ -74,13 +74,20 @@ pub(super) fn reduce(s: &S, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<S
         (ReduceOp::Prod, DType::F32) => (DType::F32, "f32", "1.0", "a * b"),
         (ReduceOp::Prod, DType::I64) => (DType::I64, "i32", "1", "a * b"),
         (ReduceOp::Prod, _) => {
-            return Err(Error::dtype("prod", format!("not supported for dtype {dt}")))
+            return Err(Error::dtype(
+                "prod",
+                format!("not supported for dtype {dt}"),
+            ))
         }
         (ReduceOp::All | ReduceOp::Any, DType::Bool) => (
             DType::Bool,
             "u32",
             if op == ReduceOp::All { "1u" } else { "0u" },
-            if op == ReduceOp::All { "min(a, b)" } else { "max(a, b)" },
+            if op == ReduceOp::All {
+                "min(a, b)"
+            } else {
+                "max(a, b)"
+            },
         ),
         _ => return Err(Error::dtype("all/any", "expected a bool tensor")),
     };
@@ -202,7 +209,10 @@ pub(super) fn arg_reduce(s: &S, l: &Layout, mask: &[bool], max: bool) -> Result<
 /// Softmax or log-softmax of each contiguous row of `n` (f32), a workgroup per row.
 pub(super) fn softmax_rows(s: &S, l: &Layout, n: usize, log: bool) -> Result<S> {
     if s.dtype != DType::F32 {
-        return Err(Error::dtype("softmax", format!("not supported for dtype {}", s.dtype)));
+        return Err(Error::dtype(
+            "softmax",
+            format!("not supported for dtype {}", s.dtype),
+        ));
     }
     let rows = l.numel() / n.max(1);
     let out = s.new_like("softmax", DType::F32, l.numel())?;
@@ -262,8 +272,14 @@ pub(super) fn softmax_rows(s: &S, l: &Layout, n: usize, log: bool) -> Result<S> 
         );
         k
     };
-    s.ctx()
-        .launch("softmax", &key, src, m.words(), &[s.raw(), out.raw()], rows as u64)?;
+    s.ctx().launch(
+        "softmax",
+        &key,
+        src,
+        m.words(),
+        &[s.raw(), out.raw()],
+        rows as u64,
+    )?;
     Ok(out)
 }
 

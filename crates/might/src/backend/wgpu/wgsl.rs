@@ -115,7 +115,9 @@ pub(crate) fn unary_f(op: UnaryOp) -> &'static str {
         UnaryOp::Ceil => "ceil(x)",
         UnaryOp::Round => "round(x)",
         UnaryOp::Powf(_) => "powf_(x, fslot(0u))",
-        UnaryOp::Clamp(..) => "select(select(x, fslot(1u), x > fslot(1u)), fslot(0u), x < fslot(0u))",
+        UnaryOp::Clamp(..) => {
+            "select(select(x, fslot(1u), x > fslot(1u)), fslot(0u), x < fslot(0u))"
+        }
         UnaryOp::Affine(..) => "x * fslot(0u) + fslot(1u)",
     }
 }
@@ -164,12 +166,8 @@ pub(crate) fn binary_f(op: BinaryOp) -> &'static str {
         BinaryOp::Maximum => "select(b, a, is_nan_(a) || a > b)",
         BinaryOp::Minimum => "select(b, a, is_nan_(a) || a < b)",
         BinaryOp::BceWithLogits => "max(a, 0.0) - a * b + log1p_(exp(-abs(a)))",
-        BinaryOp::MaximumGradWeight => {
-            "select(select(0.5, 0.0, a - b < 0.0), 1.0, a - b > 0.0)"
-        }
-        BinaryOp::MinimumGradWeight => {
-            "select(select(0.5, 0.0, b - a < 0.0), 1.0, b - a > 0.0)"
-        }
+        BinaryOp::MaximumGradWeight => "select(select(0.5, 0.0, a - b < 0.0), 1.0, a - b > 0.0)",
+        BinaryOp::MinimumGradWeight => "select(select(0.5, 0.0, b - a < 0.0), 1.0, b - a > 0.0)",
     }
 }
 
