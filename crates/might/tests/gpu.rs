@@ -499,6 +499,23 @@ fn indexing_and_layers_match_the_cpu() -> Result<()> {
         &[a.clone(), target],
         TOL,
     )?;
+    let sc = randn(&[2, 3, 4, 6]);
+    for off in [0, 2] {
+        parity(
+            g,
+            &format!("causal_softmax offset {off}"),
+            |t| might::nn::causal_softmax(&t[0], 0.7, off),
+            std::slice::from_ref(&sc),
+            TOL,
+        )?;
+    }
+    parity(
+        g,
+        "layer_norm without affine",
+        |t| layer_norm(&t[0], &[4], None, None, 1e-5),
+        std::slice::from_ref(&a),
+        2e-4,
+    )?;
     parity(
         g,
         "mse_loss",
@@ -546,5 +563,111 @@ fn random_draws_match_the_cpu() -> Result<()> {
     let d = Tensor::normal_on([3, 4], 0.0, 1.0, DType::F32, g)?;
     assert_eq!(d.device(), g);
     assert_eq!(d.to_vec::<f32>()?, c.to_vec::<f32>()?);
+    Ok(())
+}
+
+/// The fused SGD and Adam(W) steps (and RMSprop, composed) take the CPU's steps in f32.
+#[test]
+fn optimizer_steps_match_the_cpu() -> Result<()> {
+    use might::optim::{
+        Adam, AdamConfig, AdamW, Optimizer, RmsProp, RmsPropConfig, Sgd, SgdConfig,
+    };
+    let g = gpu_or_skip!();
+    manual_seed(8);
+    let p0 = Tensor::randn([3, 5], DType::F32)?;
+    let grads: Vec<Tensor> = (0..3)
+        .map(|_| Tensor::randn([3, 5], DType::F32))
+        .collect::<Result<_>>()?;
+    type Make = fn(Vec<Tensor>) -> Result<Box<dyn Optimizer>>;
+    let adam = |wd: f64, amsgrad: bool| AdamConfig {
+        lr: 0.01,
+        betas: (0.9, 0.99),
+        eps: 1e-8,
+        weight_decay: wd,
+        amsgrad,
+    };
+    let makers: [(&str, Make); 6] = [
+        ("sgd", |p| {
+            Ok(Box::new(Sgd::new(
+                p,
+                SgdConfig {
+                    lr: 0.1,
+                    ..Default::default()
+                },
+            )?))
+        }),
+        ("sgd momentum wd nesterov", |p| {
+            Ok(Box::new(Sgd::new(
+                p,
+                SgdConfig {
+                    lr: 0.1,
+                    momentum: 0.9,
+                    nesterov: true,
+                    weight_decay: 0.01,
+                    ..Default::default()
+                },
+            )?))
+        }),
+        ("sgd dampening", |p| {
+            Ok(Box::new(Sgd::new(
+                p,
+                SgdConfig {
+                    lr: 0.1,
+                    momentum: 0.8,
+                    dampening: 0.3,
+                    ..Default::default()
+                },
+            )?))
+        }),
+        ("adam l2", |p| {
+            Ok(Box::new(Adam::new(
+                p,
+                AdamConfig {
+                    lr: 0.01,
+                    betas: (0.9, 0.99),
+                    eps: 1e-8,
+                    weight_decay: 0.1,
+                    amsgrad: false,
+                },
+            )?))
+        }),
+        ("adamw amsgrad", |p| {
+            Ok(Box::new(AdamW::new(
+                p,
+                AdamConfig {
+                    lr: 0.01,
+                    betas: (0.9, 0.99),
+                    eps: 1e-8,
+                    weight_decay: 0.1,
+                    amsgrad: true,
+                },
+            )?))
+        }),
+        ("rmsprop", |p| {
+            Ok(Box::new(RmsProp::new(
+                p,
+                RmsPropConfig {
+                    lr: 0.01,
+                    ..Default::default()
+                },
+            )?))
+        }),
+    ];
+    let _ = adam;
+    for (name, make) in makers {
+        let (pc, pg) = (
+            p0.deep_clone()?.with_requires_grad(),
+            p0.to_device(g)?.with_requires_grad(),
+        );
+        let (mut oc, mut og) = (make(vec![pc.clone()])?, make(vec![pg.clone()])?);
+        for gr in &grads {
+            pc.set_grad(Some(gr.clone()));
+            pg.set_grad(Some(gr.to_device(g)?));
+            oc.step()?;
+            og.step()?;
+        }
+        assert_eq!(pg.device(), g);
+        close(name, &pg.to_f64_vec(), &pc.to_f64_vec(), 1e-5);
+    }
     Ok(())
 }

@@ -195,10 +195,11 @@ impl Ctx {
         })
     }
 
-    /// The error wgpu reported asynchronously, if any, as the op's error.
+    /// The error wgpu reported asynchronously since the last check, if any, as the op's
+    /// error (reported once: later work is unaffected by it).
     pub(crate) fn check(&self, op: &str) -> Result<()> {
-        let s = self.error.lock().unwrap_or_else(|p| p.into_inner());
-        match &*s {
+        let mut s = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        match s.take() {
             Some(e) => Err(device_error(op, format!("the GPU reported: {e}"))),
             None => Ok(()),
         }

@@ -1,9 +1,11 @@
-//! The backend interface on the GPU: every required method of [`BackendStorage`] forwards to
-//! the WGSL kernels of this folder. The fused fast paths keep their default bodies, so the ops
-//! compose them from these primitives (each a kernel on the GPU, queued without a sync).
+//! The backend interface on the GPU: every method of [`BackendStorage`] forwards to the WGSL
+//! kernels of this folder, but for the fused paths `fused.rs` explains it leaves to their
+//! composed defaults (each primitive a kernel on the GPU, queued without a sync).
 
-use super::{elementwise as ew, index, linalg, pool, reduce, value_of, WgpuStorage as S};
-use crate::backend::{BackendStorage, BinaryOp, CmpOp, ConvGeom, PoolGeom, ReduceOp, UnaryOp};
+use super::{elementwise as ew, fused, index, linalg, pool, reduce, value_of, WgpuStorage as S};
+use crate::backend::{
+    BackendStorage, BinaryOp, CmpOp, ConvGeom, OptimUpdate, PoolGeom, ReduceOp, UnaryOp,
+};
 use crate::{DType, Device, Error, Layout, Result, WithDType};
 
 impl BackendStorage for S {
@@ -179,5 +181,64 @@ impl BackendStorage for S {
     ) -> Result<()> {
         self.shadow = None;
         index::scatter_add(self, l, ids, index_dims, src, sl, dim)
+    }
+
+    fn layer_norm(
+        &self,
+        l: &Layout,
+        w: Option<(&S, &Layout)>,
+        b: Option<(&S, &Layout)>,
+        n: usize,
+        eps: f64,
+    ) -> Result<Option<[S; 3]>> {
+        fused::layer_norm(self, l, w, b, n, eps)
+    }
+    fn layer_norm_backward(
+        &self,
+        gl: &Layout,
+        x: (&S, &Layout),
+        w: Option<(&S, &Layout)>,
+        mean: &S,
+        rstd: &S,
+        n: usize,
+    ) -> Result<[S; 3]> {
+        fused::layer_norm_backward(self, gl, x, w, mean, rstd, n)
+    }
+    fn causal_softmax(
+        &self,
+        l: &Layout,
+        t: usize,
+        s: usize,
+        scale: f64,
+        offset: usize,
+    ) -> Result<Option<S>> {
+        fused::causal_softmax(self, l, None, t, s, scale, offset)
+    }
+    fn causal_softmax_backward(
+        &self,
+        gl: &Layout,
+        y: &S,
+        yl: &Layout,
+        t: usize,
+        s: usize,
+        scale: f64,
+        offset: usize,
+    ) -> Result<S> {
+        fused::causal_softmax(self, gl, Some((y, yl)), t, s, scale, offset)?.ok_or_else(|| {
+            Error::dtype(
+                "causal_softmax_backward",
+                "expected f32 operands on the GPU",
+            )
+        })
+    }
+    fn optimizer_update(
+        &mut self,
+        l: &Layout,
+        grad: (&S, &Layout),
+        state: &mut [&mut S],
+        update: &OptimUpdate,
+    ) -> Result<bool> {
+        let st: Vec<&S> = state.iter().map(|s| &**s).collect();
+        fused::optimizer_update(self, l, grad, &st, update)
     }
 }

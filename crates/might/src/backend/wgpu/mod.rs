@@ -11,6 +11,7 @@
 mod context;
 mod dispatch;
 mod elementwise;
+mod fused;
 mod index;
 mod linalg;
 mod pool;
