@@ -126,3 +126,44 @@ pub fn kernels(threads: Option<usize>, reps: usize, min_time: f64, json: bool) -
     }
     Ok(())
 }
+
+/// `might bench matmul`: f32 `n×n` products on one device, GFLOP/s per size as JSON lines.
+/// On a GPU each sample queues `inner` products and waits for them (`Device::synchronize`),
+/// so the figure is the device's throughput, not the launch latency of one call.
+pub fn matmul(
+    device: &str,
+    sizes: &[usize],
+    reps: usize,
+) -> std::result::Result<(), crate::train::CliError> {
+    let dev = crate::meter::parse_device(device)?;
+    might::manual_seed(0);
+    for &n in sizes {
+        let a = Tensor::randn([n, n], DType::F32)?.to_device(dev)?;
+        let b = Tensor::randn([n, n], DType::F32)?.to_device(dev)?;
+        // warm-up: compiles the kernel and fills the buffer cache
+        a.matmul(&b)?;
+        dev.synchronize()?;
+        let t0 = Instant::now();
+        a.matmul(&b)?;
+        dev.synchronize()?;
+        let one = t0.elapsed().as_secs_f64().max(1e-9);
+        let inner = ((0.2 / one).ceil() as usize).clamp(1, 1000);
+        let mut samples = Vec::new();
+        for _ in 0..reps.max(1) {
+            let t0 = Instant::now();
+            for _ in 0..inner {
+                a.matmul(&b)?;
+            }
+            dev.synchronize()?;
+            samples.push(t0.elapsed().as_secs_f64() / inner as f64);
+        }
+        samples.sort_by(f64::total_cmp);
+        let s = samples[samples.len() / 2];
+        println!(
+            "{{\"bench\":\"matmul\",\"n\":{n},\"seconds\":{s:.6e},\"gflops\":{:.1},{}}}",
+            2.0 * (n as f64).powi(3) / s / 1e9,
+            crate::meter::json_fields(dev)
+        );
+    }
+    Ok(())
+}

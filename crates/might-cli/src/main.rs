@@ -211,6 +211,18 @@ enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// Square f32 matrix products on a device (GFLOP/s per size, one JSON line each).
+    Matmul {
+        /// cpu, gpu, gpu:N or best.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Matrix sizes n (n×n by n×n).
+        #[arg(long, value_delimiter = ',', default_value = "1024,4096,8192")]
+        sizes: Vec<usize>,
+        /// Timed samples per size (the median is reported).
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
 }
 
 /// Clap's message in one line: the error line plus any hint, without usage blocks.
@@ -280,6 +292,14 @@ fn main() -> ExitCode {
                     json,
                 },
         } => bench::kernels(threads, reps, min_time, json).map_err(Into::into),
+        Command::Bench {
+            what:
+                BenchWhat::Matmul {
+                    device,
+                    sizes,
+                    reps,
+                },
+        } => bench::matmul(&device, &sizes, reps),
         Command::Inspect { file, json } => inspect::inspect(&file, json).map_err(Into::into),
         Command::Sample(args) => gpt::sample(&args),
     };
