@@ -67,26 +67,6 @@ impl Layout {
         }
     }
 
-    /// Storage offsets of the elements, in logical (row-major) order: the host-side walk
-    /// backends use to build index tables.
-    pub(crate) fn offsets(&self) -> Vec<usize> {
-        let (dims, st, n) = (self.dims(), self.strides(), self.numel());
-        let (mut out, mut idx, mut off) = (Vec::with_capacity(n), vec![0; dims.len()], self.offset);
-        for _ in 0..n {
-            out.push(off);
-            for d in (0..dims.len()).rev() {
-                idx[d] += 1;
-                off += st[d];
-                if idx[d] < dims[d] {
-                    break;
-                }
-                off -= st[d] * dims[d];
-                idx[d] = 0;
-            }
-        }
-        out
-    }
-
     /// One past the largest storage index this layout touches (0 when empty).
     pub fn max_extent(&self) -> usize {
         if self.numel() == 0 {

@@ -19,6 +19,8 @@ pub mod cpu;
 pub mod geom;
 #[cfg(feature = "reference-backend")]
 pub(crate) mod reference;
+#[cfg(any(feature = "gpu", feature = "reference-backend"))]
+pub(crate) mod walk;
 #[cfg(feature = "gpu")]
 pub(crate) mod wgpu;
 

@@ -69,7 +69,7 @@ pub(crate) fn round(dtype: DType, v: f64) -> f64 {
 
 /// Storage offsets of the elements `l` selects, in logical (row-major) order.
 pub(crate) fn offsets(l: &Layout) -> Vec<usize> {
-    l.offsets()
+    crate::backend::walk::offsets(l)
 }
 
 /// Move `v` into the `Vec<U>` it is (one type, checked through `Any`).

@@ -3,6 +3,7 @@
 //! host groups the sources by destination), so the sums are deterministic and need no atomics.
 
 use super::{wgsl, Meta, WgpuStorage as S, FIRST_SLOT};
+use crate::backend::walk::offsets;
 use crate::{DType, Error, Layout, Result};
 
 /// `ids` uploaded as 32-bit words (the op checked them against the indexed dim).
@@ -172,7 +173,7 @@ pub(super) fn index_add(
     sl: &Layout,
     [outer, n, inner]: [usize; 3],
 ) -> Result<()> {
-    let so = sl.offsets();
+    let so = offsets(sl);
     let mut pairs = Vec::with_capacity(so.len());
     for o in 0..outer {
         for (j, &i) in ids.iter().enumerate() {
@@ -197,13 +198,12 @@ pub(super) fn scatter_add(
     let mut st = l.strides().to_vec();
     let step = st[dim];
     st[dim] = 0;
-    let bases = Layout::new(index_dims.to_vec().into(), st, l.offset()).offsets();
-    let so = Layout::new(
+    let bases = offsets(&Layout::new(index_dims.to_vec().into(), st, l.offset()));
+    let so = offsets(&Layout::new(
         index_dims.to_vec().into(),
         sl.strides().to_vec(),
         sl.offset(),
-    )
-    .offsets();
+    ));
     let pairs = bases
         .iter()
         .zip(ids)

@@ -18,6 +18,7 @@ mod pool;
 mod reduce;
 mod wgsl;
 
+use crate::backend::walk::offsets;
 use crate::backend::BackendDevice;
 use crate::tensor::random::Generator;
 use crate::{DType, Error, Layout, Result, WithDType};
@@ -144,7 +145,7 @@ impl WgpuStorage {
     /// The contiguous elements of this buffer as host words (waits for the GPU).
     pub(crate) fn words(&self, op: &str, layout: &Layout) -> Result<Vec<u32>> {
         if let Some(h) = &self.shadow {
-            return Ok(layout.offsets().into_iter().map(|o| h[o]).collect());
+            return Ok(offsets(layout).into_iter().map(|o| h[o]).collect());
         }
         if layout.is_contiguous() && layout.offset() == 0 && layout.numel() == self.len {
             return self.ctx().read(op, self.raw(), self.len);

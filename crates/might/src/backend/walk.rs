@@ -1,0 +1,22 @@
+//! The host-side walk over a layout that backends use to build index tables.
+
+use crate::Layout;
+
+/// Storage offsets of the elements `l` selects, in logical (row-major) order.
+pub(crate) fn offsets(l: &Layout) -> Vec<usize> {
+    let (dims, st, n) = (l.dims(), l.strides(), l.numel());
+    let (mut out, mut idx, mut off) = (Vec::with_capacity(n), vec![0; dims.len()], l.offset());
+    for _ in 0..n {
+        out.push(off);
+        for d in (0..dims.len()).rev() {
+            idx[d] += 1;
+            off += st[d];
+            if idx[d] < dims[d] {
+                break;
+            }
+            off -= st[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+    out
+}
