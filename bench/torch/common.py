@@ -17,6 +17,7 @@ import time
 def parse(extra=None):
     p = argparse.ArgumentParser()
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="cpu or cuda (bench/gpu.sh)")
     if extra:
         extra(p)
     return p.parse_args()
@@ -78,3 +79,9 @@ def median_time(fn, reps, min_time):
         xs.append((time.perf_counter() - t0) / inner)
     xs.sort()
     return xs[len(xs) // 2]
+
+
+def sync(torch, device):
+    """Wait for the device's queued work (timings on CUDA measure the work, not the launch)."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()

@@ -48,16 +48,17 @@ def main():
             self.ln, self.head = nn.LayerNorm(D), nn.Linear(D, V)
 
         def forward(self, idx):
-            x = self.tok(idx) + self.pos(torch.arange(T))
+            x = self.tok(idx) + self.pos(torch.arange(T, device=idx.device))
             return self.head(self.ln(self.blocks(x)))
 
     torch.manual_seed(0)
-    model = Gpt()
+    dev = torch.device(a.device)
+    model = Gpt().to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     times = []
     for i in range(a.steps + 3):
-        xb = torch.randint(0, V, (B, T))
-        yb = torch.randint(0, V, (B, T))
+        xb = torch.randint(0, V, (B, T), device=dev)
+        yb = torch.randint(0, V, (B, T), device=dev)
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
             logits = model(xb)
@@ -66,6 +67,7 @@ def main():
         loss.backward()
         opt.step()
         loss.item()
+        common.sync(torch, dev)
         if i >= 3:
             times.append(time.perf_counter() - t0)
     times.sort()

@@ -63,8 +63,12 @@ def main():
     else:
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     lossf = nn.CrossEntropyLoss()
+    dev = torch.device(a.device)
+    model.to(dev)
+    x, y, xt, yt = x.to(dev), y.to(dev), xt.to(dev), yt.to(dev)
+    common.sync(torch, dev)
     t0 = time.perf_counter()
-    perm = torch.randperm(n)
+    perm = torch.randperm(n, device=dev)
     tot, right = 0.0, 0
     for i in range(0, n, b):
         idx = perm[i:i + b]
@@ -79,6 +83,7 @@ def main():
             sched.step()
         tot += loss.item() * len(idx)
         right += int((logits.argmax(1) == yb).sum())
+    common.sync(torch, dev)
     secs = time.perf_counter() - t0
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):

@@ -563,6 +563,9 @@ fn random_draws_match_the_cpu() -> Result<()> {
     let d = Tensor::normal_on([3, 4], 0.0, 1.0, DType::F32, g)?;
     assert_eq!(d.device(), g);
     assert_eq!(d.to_vec::<f32>()?, c.to_vec::<f32>()?);
+    // printing reads the values back
+    assert_eq!(format!("{d}"), format!("{c}"));
+    assert!((d.sum_all()?.item()? - c.sum_all()?.item()?).abs() < 1e-5);
     Ok(())
 }
 

@@ -7,6 +7,13 @@
 //! bf16) are a clear error naming the dtype; convert with `to_dtype(DType::F32)` first.
 //! Kernels take the operands' layouts, so views are read in place; results are contiguous.
 //! Work is queued (see `context.rs`): the host waits only when it reads values.
+//!
+//! What a CUDA backend (cudarc, kernels compiled at run time by NVRTC) would reuse: the shape
+//! of this folder. `context.rs` becomes the CUDA context, stream and module cache (NVRTC
+//! keyed like the pipeline cache here), `GpuBuf` a pooled `CudaSlice`, and the kernel files
+//! keep their structure (one generated source per op and dtype, sizes and layouts passed as
+//! a parameter block in the `Meta` convention, `loc` walking strided views); only the source
+//! strings change language. It would be its own folder with its own `Device` variant.
 
 mod context;
 mod dispatch;
