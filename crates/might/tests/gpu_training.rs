@@ -100,6 +100,14 @@ fn training_matches_the_cpu_queued_and_without_new_buffers() -> Result<()> {
         assert_eq!(p.device(), g);
         close(name, &p.to_f64_vec(), &q.to_f64_vec(), 1e-4);
     }
+    // a state read on the host loads into the model on the GPU (what --resume does)
+    let fresh = cnn()?;
+    fresh.to_device(g)?;
+    fresh.load_state_dict(&cpu.state_dict(), true)?;
+    for ((name, p), (_, q)) in fresh.state_dict().iter().zip(cpu.state_dict()) {
+        assert_eq!(p.device(), g);
+        assert_eq!(p.to_f64_vec(), q.to_f64_vec(), "{name}");
+    }
     g.synchronize()?;
     Ok(())
 }

@@ -73,7 +73,8 @@ pub fn load_into(
     }
     let _guard = crate::no_grad();
     for (dst, src) in copies {
-        dst.copy_(src)?;
+        // a checkpoint read on the host loads into a model on any device
+        dst.copy_(&src.to_device(dst.device())?)?;
     }
     Ok(report)
 }
