@@ -19,6 +19,7 @@ use might::optim::{
 };
 use might::{Device, Generator, Tensor};
 
+use crate::dist::Job;
 use crate::meter::{parse_device, Meter};
 use crate::plot::{self, Row};
 use crate::train::{json_str, num, peak_rss_mb, write_file, CliError};
@@ -89,6 +90,10 @@ pub struct GptTrainArgs {
     /// Where to train: cpu, gpu (the first GPU), gpu:N, or best (GPU builds: `--features gpu`).
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// Data-parallel training over MPI (`mpirun -np N might train gpt ... --distributed`):
+    /// each rank draws its own batches, gradients are averaged (MPI builds: `--features mpi`).
+    #[arg(long)]
+    pub distributed: bool,
     /// Output directory for metrics.csv, curves.svg and checkpoints (default runs/gpt).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -314,6 +319,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     let device = parse_device(&args.device)?;
     let mut model = Gpt::new(cfg)?;
     model.to_device(device)?;
+    let mut job = Job::init(args.distributed)?;
+    job.attach(model.parameters())?;
+    let main = job.is_main();
     let named = model.named_parameters();
     let params: Vec<Tensor> = named.iter().map(|(_, t)| t.clone()).collect();
     let mut opt = AdamW::with_groups(
@@ -330,7 +338,12 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         args.lr,
         WarmupCosine::new(args.warmup as usize, args.steps as usize, 0.1)?,
     );
-    let mut gen = Generator::new(args.seed.wrapping_add(0x9e37_79b9));
+    // each rank its own batches (rank 0 draws what a single process draws)
+    let mut gen = Generator::new(
+        args.seed
+            .wrapping_add(0x9e37_79b9)
+            .wrapping_add((job.rank() as u64).wrapping_mul(0x5851_f42d_4c95_7f2d)),
+    );
     let mut start = 0u64;
     let mut rows: Vec<Row> = Vec::new();
     let mut prior_secs = 0.0;
@@ -368,12 +381,15 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             .unwrap_or(0.0);
         start = c.step;
         rows = Row::read_until(&rdir.join("metrics.csv"), start);
-        eprintln!("resuming from {} (step {start})", path.display());
+        if main {
+            eprintln!("resuming from {} (step {start})", path.display());
+        }
     }
     sched.set_step(start as usize);
     sched.apply(&mut opt);
 
-    eprintln!(
+    if main {
+        eprintln!(
         "training gpt ({} layers, {} heads, {} dims, block {}) on {} ({} chars, vocab {}), {} parameters, {}",
         cfg.n_layer,
         cfg.n_head,
@@ -389,6 +405,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             format!("on {device}: {}", device.name())
         }
     );
+    }
     let pb = ProgressBar::new(args.steps);
     pb.set_style(
         ProgressStyle::with_template(
@@ -398,6 +415,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         .progress_chars("=> "),
     );
     pb.set_prefix("gpt");
+    if !main {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
     pb.set_position(start);
     let t0 = Instant::now();
     let tokens_per_step = args.batch_size * args.block * args.grad_accum;
@@ -421,6 +441,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
                 })?;
             loss.div_scalar(args.grad_accum as f64)?.backward()?;
         }
+        job.sync_gradients()?;
         clip_grad_norm_(&params, 1.0)?;
         opt.step()?;
         opt.zero_grad();
@@ -444,6 +465,11 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             ));
         }
         let done = step + 1;
+        if (done % args.eval_interval == 0 || done == args.steps) && !main {
+            // rank 0 evaluates, logs and writes the checkpoint
+            (meter, since_steps) = (Meter::new(device), 0);
+            continue;
+        }
         if done % args.eval_interval == 0 || done == args.steps {
             let (val_loss, val_acc) = estimate(&mut model, val_data, args, args.seed ^ 0x5eed)?;
             let (since_loss, since_right, since_n) = meter.read()?;
@@ -502,6 +528,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         }
     }
     pb.finish_and_clear();
+    if !main {
+        return Ok(());
+    }
     let last = rows.last().cloned().ok_or_else(|| {
         CliError(format!(
             "nothing to do: the run in {} already has {start} steps",
@@ -527,6 +556,15 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             json_str(&might::get_float32_matmul_precision().to_string()),
         ),
         ("parameters", model.num_parameters().to_string()),
+        ("world_size", job.world().to_string()),
+        (
+            "global_batch",
+            (args.batch_size * args.grad_accum * job.world()).to_string(),
+        ),
+        (
+            "allreduce_fraction",
+            num(job.comm_seconds() / step_secs.max(1e-9)),
+        ),
         ("device", json_str(&device.to_string())),
         ("adapter", json_str(&device.name())),
     ]);

@@ -7,6 +7,7 @@
 mod bench;
 mod ckpt;
 mod data;
+mod dist;
 mod gpt;
 mod inspect;
 mod meter;
@@ -140,6 +141,10 @@ pub struct TrainArgs {
     /// Where to train: cpu, gpu (the first GPU), gpu:N, or best (GPU builds: `--features gpu`).
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// Data-parallel training over MPI: `mpirun -np N might train ... --distributed`, each
+    /// rank on --batch-size samples of every step (MPI builds: `--features mpi`).
+    #[arg(long)]
+    pub distributed: bool,
     /// Dataset directory (default: data/mnist, /usr/share/datasets/fashion-mnist, data/cifar10).
     #[arg(long)]
     pub data: Option<PathBuf>,

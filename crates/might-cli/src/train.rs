@@ -16,6 +16,7 @@ use might::optim::{
 use might::{Device, Tensor};
 
 use crate::ckpt::{self, Checkpoint};
+use crate::dist::Job;
 use crate::meter::{parse_device, Meter};
 use crate::net::cross_entropy;
 use crate::plot::{self, Row};
@@ -231,8 +232,11 @@ pub fn train(args: &TrainArgs) -> Res<()> {
 
     might::manual_seed(args.seed);
     let device = parse_device(&args.device)?;
+    let mut job = Job::init(args.distributed)?;
     let mut model = build_model(args.model, loaded.chw, loaded.classes.len())?;
     model.to_device(device)?;
+    // every rank starts from rank 0's parameters
+    job.attach(model.parameters())?;
     let mut opt = make_optimizer(args, model.parameters())?;
     // A loader thread for in-memory MNIST batches only where a core is free for it: with
     // every core running kernels its wake-ups preempt a kernel thread the others then wait
@@ -245,7 +249,8 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     });
     let loader = DataLoader::new(train_ds.clone(), args.batch_size, true, false, args.seed)
         .with_prefetch(prefetch)
-        .with_device(device);
+        .with_device(device)
+        .with_shard(job.rank(), job.world());
     let steps = loader.len() as u64;
     let mut sched = make_schedule(args, opt.lr(), (args.epochs * steps) as usize)?;
     let mut start_epoch = 0;
@@ -270,27 +275,37 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         might::tensor::random::set_global_state(ck.rng);
         start_epoch = ck.epoch;
         rows = Row::read_until(&rdir.join("metrics.csv"), start_epoch);
-        eprintln!("resuming from {} (epoch {start_epoch})", path.display());
+        if job.is_main() {
+            eprintln!("resuming from {} (epoch {start_epoch})", path.display());
+        }
     }
+    let main = job.is_main();
 
     loader.set_epoch(start_epoch);
     if let Some(s) = sched.as_mut() {
         s.set_step((start_epoch * steps) as usize);
         s.apply(opt.as_mut());
     }
-    eprintln!(
-        "training {} on {} ({} train / {} test samples, {} parameters, {})",
-        args.model.as_str(),
-        args.dataset.as_str(),
-        train_ds.len(),
-        loaded.test.len(),
-        model.num_parameters(),
-        if device == Device::Cpu {
-            format!("{threads} threads")
-        } else {
-            format!("on {device}: {}", device.name())
-        }
-    );
+    if main {
+        eprintln!(
+            "training {} on {} ({} train / {} test samples, {} parameters, {}{})",
+            args.model.as_str(),
+            args.dataset.as_str(),
+            train_ds.len(),
+            loaded.test.len(),
+            model.num_parameters(),
+            if device == Device::Cpu {
+                format!("{threads} threads")
+            } else {
+                format!("on {device}: {}", device.name())
+            },
+            if job.world() > 1 {
+                format!(", {} ranks", job.world())
+            } else {
+                String::new()
+            }
+        );
+    }
     let style = ProgressStyle::with_template(
         "{prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed_precise}, eta {eta})",
     )
@@ -300,6 +315,9 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     let mut samples_total = 0usize;
     for epoch in start_epoch..args.epochs {
         let pb = ProgressBar::new(steps);
+        if !main {
+            pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
         pb.set_style(style.clone());
         pb.set_prefix(format!("epoch {}/{}", epoch + 1, args.epochs));
         let t0 = Instant::now();
@@ -310,6 +328,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             let loss = cross_entropy(&logits, &y)?;
             opt.zero_grad();
             loss.backward()?;
+            job.sync_gradients()?;
             opt.step()?;
             if let Some(s) = sched.as_mut() {
                 s.step(opt.as_mut());
@@ -337,11 +356,19 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             }
         }
         let (loss_sum, right, seen) = meter.read()?;
+        // the epoch's figures over every rank
+        let mut sums = [loss_sum, right as f64, seen as f64];
+        job.sum(&mut sums)?;
+        let (loss_sum, right, seen) = (sums[0], sums[1] as usize, sums[2] as usize);
         pb.finish_and_clear();
         let secs = t0.elapsed().as_secs_f64();
         epoch_secs.push(secs);
         samples_total += seen;
-        let (test_loss, test_acc) = evaluate(model.as_mut(), loaded.test.clone(), device)?;
+        let (test_loss, test_acc) = if main {
+            evaluate(model.as_mut(), loaded.test.clone(), device)?
+        } else {
+            (0.0, 0.0)
+        };
         let row = Row {
             epoch: epoch + 1,
             train_loss: loss_sum / seen.max(1) as f64,
@@ -350,6 +377,11 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             test_acc,
             seconds: secs,
         };
+        rows.push(row.clone());
+        if !main {
+            continue;
+        }
+        rows.pop();
         println!(
             "epoch {}/{}: train_loss {:.4} train_acc {:.2}% test_loss {:.4} test_acc {:.2}% ({secs:.1}s, {:.0} samples/s)",
             row.epoch,
@@ -401,8 +433,11 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         ))
     })?;
     let train_secs: f64 = epoch_secs.iter().sum();
+    if !main {
+        return Ok(());
+    }
     println!(
-        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{},\"matmul_precision\":{},{}}}",
+        "{{\"dataset\":{},\"model\":{},\"epochs\":{},\"train_loss\":{},\"test_accuracy\":{},\"seconds_per_epoch\":{},\"samples_per_second\":{},\"peak_rss_mb\":{},\"threads\":{},\"matmul_precision\":{},{},{}}}",
         json_str(args.dataset.as_str()),
         json_str(args.model.as_str()),
         last.epoch,
@@ -413,7 +448,8 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         num(peak_rss_mb()),
         threads,
         json_str(&might::get_float32_matmul_precision().to_string()),
-        crate::meter::json_fields(device)
+        crate::meter::json_fields(device),
+        job.json_fields(args.batch_size, train_secs)
     );
     Ok(())
 }

@@ -22,6 +22,8 @@ pub mod autograd;
 pub(crate) mod backend;
 pub mod data;
 pub mod device;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 pub mod dtype;
 pub mod error;
 pub mod io;

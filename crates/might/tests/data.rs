@@ -436,3 +436,50 @@ fn crc32(data: &[u8]) -> u32 {
     }
     !c
 }
+
+/// `with_shard` (PyTorch's DistributedSampler): the ranks' shares of an epoch never overlap,
+/// cover it (padded to a multiple of the world by repeating its start), and batch k of all
+/// ranks together is batch k of one loader with a world-times larger batch.
+#[test]
+fn shards_split_each_epoch_without_overlap() {
+    let ds = || -> Arc<dyn Dataset> {
+        let x = Tensor::arange(0.0, 10.0, 1.0, might::DType::F32).unwrap();
+        let y = Tensor::arange(0.0, 10.0, 1.0, might::DType::F32).unwrap();
+        Arc::new(TensorDataset::new(x, y).unwrap())
+    };
+    for epoch in 0..3 {
+        let whole = DataLoader::new(ds(), 4, true, false, 7).epoch_batches(epoch);
+        let shards: Vec<Vec<Vec<usize>>> = (0..2)
+            .map(|r| {
+                DataLoader::new(ds(), 2, true, false, 7)
+                    .with_shard(r, 2)
+                    .epoch_batches(epoch)
+            })
+            .collect();
+        assert_eq!(shards[0].len(), 3);
+        for (k, batch) in whole.iter().enumerate() {
+            let mut both: Vec<usize> = shards[0][k].iter().chain(&shards[1][k]).copied().collect();
+            let mut want = batch.clone();
+            both.sort();
+            want.sort();
+            assert_eq!(both, want, "epoch {epoch} batch {k}");
+        }
+        let a: HashSet<usize> = shards[0].concat().into_iter().collect();
+        let b: HashSet<usize> = shards[1].concat().into_iter().collect();
+        assert!(a.is_disjoint(&b));
+        assert_eq!(a.len() + b.len(), 10);
+    }
+    // 10 samples over 3 ranks: 4 each, the first two repeated, every sample present
+    let parts: Vec<Vec<usize>> = (0..3)
+        .map(|r| {
+            DataLoader::new(ds(), 8, true, false, 1)
+                .with_shard(r, 3)
+                .epoch_order(0)
+        })
+        .collect();
+    assert!(parts.iter().all(|p| p.len() == 4));
+    let all: HashSet<usize> = parts.concat().into_iter().collect();
+    assert_eq!(all.len(), 10);
+    let outside = DataLoader::new(ds(), 2, false, false, 0).with_shard(5, 2);
+    assert!(outside.is_empty());
+}

@@ -23,6 +23,8 @@ pub struct DataLoader {
     epoch: AtomicU64,
     prefetch: usize,
     device: Device,
+    /// `(rank, world)`: this process's share of each epoch (see [`DataLoader::with_shard`]).
+    shard: (usize, usize),
 }
 
 impl DataLoader {
@@ -43,6 +45,7 @@ impl DataLoader {
             epoch: AtomicU64::new(0),
             prefetch: 8,
             device: Device::Cpu,
+            shard: (0, 1),
         }
     }
 
@@ -73,9 +76,29 @@ impl DataLoader {
         self.batch_size
     }
 
+    /// Take only rank `rank`'s share of each epoch in a job of `world` processes (PyTorch's
+    /// `DistributedSampler`): the epoch's order (the same on every rank: same seed), padded by
+    /// repeating its start to a multiple of `world`, then every `world`-th sample from
+    /// `rank`. The shares never overlap, and batch `k` of all ranks together is batch `k` of
+    /// one process with a `world` times larger batch. A `rank` outside the world gives an
+    /// empty loader.
+    pub fn with_shard(mut self, rank: usize, world: usize) -> DataLoader {
+        self.shard = (rank, world.max(1));
+        self
+    }
+
+    /// Samples in this process's share of an epoch.
+    fn shard_len(&self) -> usize {
+        let (rank, world) = self.shard;
+        match rank < world {
+            true => self.dataset.len().div_ceil(world),
+            false => 0,
+        }
+    }
+
     /// Number of batches in one epoch.
     pub fn len(&self) -> usize {
-        let n = self.dataset.len();
+        let n = self.shard_len();
         match self.batch_size {
             0 => 0,
             b if self.drop_last => n / b,
@@ -95,8 +118,22 @@ impl DataLoader {
         self.epoch.store(epoch, Ordering::SeqCst);
     }
 
-    /// The sample order of `epoch`.
+    /// The sample order of `epoch` (this process's share of it, see [`Self::with_shard`]).
     pub fn epoch_order(&self, epoch: u64) -> Vec<usize> {
+        let order = self.full_order(epoch);
+        let (rank, world) = self.shard;
+        if world == 1 || order.is_empty() {
+            return order;
+        }
+        let total = self.shard_len() * world;
+        (rank..total)
+            .step_by(world)
+            .map(|i| order[i % order.len()])
+            .collect()
+    }
+
+    /// The order of the whole epoch (the same on every rank).
+    fn full_order(&self, epoch: u64) -> Vec<usize> {
         let n = self.dataset.len();
         if self.shuffle {
             let mixed = self
