@@ -420,7 +420,8 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     }
     pb.set_position(start);
     let t0 = Instant::now();
-    let tokens_per_step = args.batch_size * args.block * args.grad_accum;
+    // every rank's tokens: the job's throughput
+    let tokens_per_step = args.batch_size * args.block * args.grad_accum * job.world();
     let mut meter = Meter::new(device);
     let mut since_steps = 0u64;
     let mut seg_t = Instant::now();
