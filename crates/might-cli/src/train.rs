@@ -377,11 +377,11 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             test_acc,
             seconds: secs,
         };
-        rows.push(row.clone());
         if !main {
+            // rank 0 reports and writes; the others only keep the count of epochs
+            rows.push(row);
             continue;
         }
-        rows.pop();
         println!(
             "epoch {}/{}: train_loss {:.4} train_acc {:.2}% test_loss {:.4} test_acc {:.2}% ({secs:.1}s, {:.0} samples/s)",
             row.epoch,

@@ -20,3 +20,22 @@ pub(crate) fn offsets(l: &Layout) -> Vec<usize> {
     }
     out
 }
+
+/// `l` split into its kept dims (with the offset) and the dims `mask` marks for reduction
+/// (offset 0): a reduced element sits at `offset(kept, o) + offset(reduced, j)`.
+pub(crate) fn split(l: &Layout, mask: &[bool]) -> (Layout, Layout) {
+    let (mut kd, mut ks, mut rd, mut rs) = (vec![], vec![], vec![], vec![]);
+    for (i, (&d, &s)) in l.dims().iter().zip(l.strides()).enumerate() {
+        if mask[i] {
+            rd.push(d);
+            rs.push(s);
+        } else {
+            kd.push(d);
+            ks.push(s);
+        }
+    }
+    (
+        Layout::new(kd.into(), ks, l.offset()),
+        Layout::new(rd.into(), rs, 0),
+    )
+}

@@ -94,10 +94,22 @@ impl Distributed {
         self.timeout = t;
     }
 
-    /// Wait for `test` to report completion, or abort the job naming `op` after the timeout.
-    fn wait(&self, op: &str, world: &SimpleCommunicator, mut test: impl FnMut() -> bool) {
+    /// Wait for `req` to complete (`test` gives it back while pending), or abort the job
+    /// naming `op` after the timeout.
+    fn wait<R>(
+        &self,
+        op: &str,
+        world: &SimpleCommunicator,
+        req: R,
+        test: impl Fn(R) -> std::result::Result<mpi::point_to_point::Status, R>,
+    ) {
         let t0 = Instant::now();
-        while !test() {
+        let mut req = req;
+        loop {
+            match test(req) {
+                Ok(_) => return,
+                Err(r) => req = r,
+            }
             if t0.elapsed() > self.timeout {
                 eprintln!(
                     "error: {op}: rank {} got no answer from the other ranks in {:.0} s (did a rank die?); aborting the job",
@@ -118,14 +130,8 @@ impl Distributed {
         let send = v.to_vec();
         let sum = SystemOperation::sum();
         mpi::request::scope(|scope| {
-            let mut req = Some(world.immediate_all_reduce_into(scope, &send[..], &mut v[..], sum));
-            self.wait("all_reduce", world, || match req.take().map(|r| r.test()) {
-                Some(Ok(_)) | None => true,
-                Some(Err(r)) => {
-                    req = Some(r);
-                    false
-                }
-            });
+            let req = world.immediate_all_reduce_into(scope, &send[..], &mut v[..], sum);
+            self.wait("all_reduce", world, req, |r| r.test());
         });
         Ok(())
     }
@@ -155,18 +161,10 @@ impl Distributed {
             ));
         }
         mpi::request::scope(|scope| {
-            let mut req = Some(
-                world
-                    .process_at_rank(root as i32)
-                    .immediate_broadcast_into(scope, &mut v[..]),
-            );
-            self.wait("broadcast", world, || match req.take().map(|r| r.test()) {
-                Some(Ok(_)) | None => true,
-                Some(Err(r)) => {
-                    req = Some(r);
-                    false
-                }
-            });
+            let req = world
+                .process_at_rank(root as i32)
+                .immediate_broadcast_into(scope, &mut v[..]);
+            self.wait("broadcast", world, req, |r| r.test());
         });
         Ok(())
     }
@@ -176,14 +174,8 @@ impl Distributed {
         let Some((_, world)) = &self.comm else {
             return Ok(());
         };
-        let mut req = Some(world.immediate_barrier());
-        self.wait("barrier", world, || match req.take().map(|r| r.test()) {
-            Some(Ok(_)) | None => true,
-            Some(Err(r)) => {
-                req = Some(r);
-                false
-            }
-        });
+        let req = world.immediate_barrier();
+        self.wait("barrier", world, req, |r| r.test());
         Ok(())
     }
 

@@ -10,19 +10,8 @@ use crate::{DType, Error, Layout, Result};
 /// For each output position (the kept dims, row-major), the storage offsets of the elements
 /// it reduces, in order.
 fn groups(l: &Layout, mask: &[bool]) -> (Vec<usize>, Vec<usize>) {
-    let (mut kd, mut ks, mut rd, mut rs) = (vec![], vec![], vec![], vec![]);
-    for (i, (&d, &s)) in l.dims().iter().zip(l.strides()).enumerate() {
-        if mask[i] {
-            rd.push(d);
-            rs.push(s);
-        } else {
-            kd.push(d);
-            ks.push(s);
-        }
-    }
-    let kept = offsets(&Layout::new(kd.into(), ks, l.offset()));
-    let red = offsets(&Layout::new(rd.into(), rs, 0));
-    (kept, red)
+    let (kept, red) = crate::backend::walk::split(l, mask);
+    (offsets(&kept), offsets(&red))
 }
 
 pub(super) fn reduce(s: &S, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<S> {

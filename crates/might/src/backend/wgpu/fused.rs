@@ -79,7 +79,7 @@ pub(super) fn layer_norm(
 }}
 ",
             wgsl::PRELUDE,
-            wg_reduce("f32", "a + b")
+            wg_reduce("f32", &[("red", "a + b")])
         )
     };
     let (wb, bb) = (w.map_or(x, |w| w.0), b.map_or(x, |b| b.0));
@@ -106,24 +106,12 @@ pub(super) fn layer_norm_backward(
 ) -> Result<[S; 3]> {
     let rows = gl.numel() / n.max(1);
     let dx = g.new_like("layer_norm_backward", DType::F32, gl.numel())?;
+    if rows == 0 || n == 0 {
+        let z = |k| super::elementwise::zeros_like(g, k);
+        return Ok([dx, z(n)?, z(n)?]);
+    }
     let dw = g.new_like("layer_norm_backward", DType::F32, n)?;
     let db = g.new_like("layer_norm_backward", DType::F32, n)?;
-    if rows == 0 || n == 0 {
-        let z = |s: &S, k: usize| {
-            super::elementwise::map_inplace(
-                "zeros",
-                s,
-                &Layout::contiguous(vec![k]),
-                &[],
-                &[],
-                "0.0",
-                [0.0; 2],
-            )
-        };
-        z(&dw, n)?;
-        z(&db, n)?;
-        return Ok([dx, dw, db]);
-    }
     let mut p = Meta::new(rows, FIRST_SLOT + 5);
     p.set(2, n)
         .set(3, gl.offset())
@@ -166,7 +154,7 @@ pub(super) fn layer_norm_backward(
 }}
 ",
             wgsl::PRELUDE,
-            wg_reduce("f32", "a + b")
+            wg_reduce("f32", &[("red", "a + b")])
         )
     };
     let wb = w.map_or(x, |w| w.0);
@@ -288,20 +276,6 @@ pub(super) fn causal_softmax(
 @group(0) @binding(2) var<storage, read> y: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 {}
-fn red_max(t: u32, v: f32) -> f32 {{
-    sh[t] = v;
-    workgroupBarrier();
-    var k = 128u;
-    loop {{
-        if (k == 0u) {{ break; }}
-        if (t < k) {{ sh[t] = select(sh[t], sh[t + k], sh[t + k] > sh[t]); }}
-        workgroupBarrier();
-        k = k >> 1u;
-    }}
-    let r = sh[0];
-    workgroupBarrier();
-    return r;
-}}
 {WG_ENTRY}
     _ = arrayLength(&y);
     let s = slot(3u);
@@ -310,7 +284,10 @@ fn red_max(t: u32, v: f32) -> f32 {{
 {body}}}
 ",
             wgsl::PRELUDE,
-            wg_reduce("f32", "a + b")
+            wg_reduce(
+                "f32",
+                &[("red", "a + b"), ("red_max", "select(a, b, b > a)")]
+            )
         )
     };
     let yb = y.map_or(x, |y| y.0);

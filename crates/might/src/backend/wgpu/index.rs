@@ -11,10 +11,9 @@ fn upload(like: &S, op: &str, ids: impl Iterator<Item = usize>) -> Result<S> {
     let w: Vec<u32> = ids
         .map(|i| u32::try_from(i).map_err(|_| Error::invalid(op, "index past 2^32 on the GPU")))
         .collect::<Result<_>>()?;
-    let s = like.new_like(op, DType::I64, w.len())?;
-    let bytes: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
-    like.ctx().upload(&s.buf, &bytes);
-    Ok(s)
+    // kernels read the table as u32 words; tagged u8 (a 32-bit word on the GPU) so that no
+    // host shadow is kept, as for an int64 tensor
+    S::from_words(like.ordinal, op, DType::U8, w)
 }
 
 /// Run `body` (after the entry) with `x` (read), `ids` (read, u32) and `out` (read_write).

@@ -138,12 +138,16 @@ impl WgpuStorage {
     pub(crate) fn new_like(&self, op: &str, dtype: DType, len: usize) -> Result<Self> {
         WgpuStorage::empty(self.ctx(), self.ordinal, op, dtype, len)
     }
-    fn from_words(ordinal: usize, op: &str, dtype: DType, words: Vec<u32>) -> Result<Self> {
+    pub(crate) fn from_words(
+        ordinal: usize,
+        op: &str,
+        dtype: DType,
+        words: Vec<u32>,
+    ) -> Result<Self> {
         let ctx = context::ctx(ordinal)?;
-        let s = WgpuStorage::empty(&ctx, ordinal, op, dtype, words.len())?;
+        let mut s = WgpuStorage::empty(&ctx, ordinal, op, dtype, words.len())?;
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         ctx.upload(&s.buf, &bytes);
-        let mut s = s;
         if dtype == DType::I64 {
             s.shadow = Some(Arc::new(words));
         }

@@ -7,6 +7,7 @@
 
 use super::wgsl::{self, ty};
 use super::{Meta, WgpuStorage as S, FIRST_SLOT};
+use crate::backend::walk::split;
 use crate::backend::ReduceOp;
 use crate::{DType, Error, Layout, Result};
 
@@ -23,19 +24,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let t = lid.x;
 ";
 
-/// `fn red(t, v) -> acc`: combine one value per thread of the workgroup with `comb` (an
-/// expression of `a` and `b`); every thread gets the result.
-pub(crate) fn wg_reduce(acc: &str, comb: &str) -> String {
-    format!(
-        "var<workgroup> sh: array<{acc}, 256>;
-fn comb(a: {acc}, b: {acc}) -> {acc} {{ return {comb}; }}
-fn red(t: u32, v: {acc}) -> {acc} {{
+/// Workgroup reductions: for each `(name, comb)`, `fn name(t, v) -> acc` combines one value
+/// per thread of the workgroup with `comb` (an expression of `a` and `b`, a tree of halvings
+/// in workgroup memory); every thread gets the result.
+pub(crate) fn wg_reduce(acc: &str, fns: &[(&str, &str)]) -> String {
+    let mut k = format!("var<workgroup> sh: array<{acc}, 256>;\n");
+    for (name, comb) in fns {
+        k += &format!(
+            "fn {name}(t: u32, v: {acc}) -> {acc} {{
     sh[t] = v;
     workgroupBarrier();
     var s = 128u;
     loop {{
         if (s == 0u) {{ break; }}
-        if (t < s) {{ sh[t] = comb(sh[t], sh[t + s]); }}
+        if (t < s) {{ let a = sh[t]; let b = sh[t + s]; sh[t] = {comb}; }}
         workgroupBarrier();
         s = s >> 1u;
     }}
@@ -44,25 +46,9 @@ fn red(t: u32, v: {acc}) -> {acc} {{
     return r;
 }}
 "
-    )
-}
-
-/// The kept dims (with the offset) and the reduced dims (offset 0) of `l` as two layouts.
-fn split(l: &Layout, mask: &[bool]) -> (Layout, Layout) {
-    let (mut kd, mut ks, mut rd, mut rs) = (vec![], vec![], vec![], vec![]);
-    for (i, (&d, &s)) in l.dims().iter().zip(l.strides()).enumerate() {
-        if mask[i] {
-            rd.push(d);
-            rs.push(s);
-        } else {
-            kd.push(d);
-            ks.push(s);
-        }
+        );
     }
-    (
-        Layout::new(kd.into(), ks, l.offset()),
-        Layout::new(rd.into(), rs, 0),
-    )
+    k
 }
 
 pub(super) fn reduce(s: &S, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<S> {
@@ -130,7 +116,7 @@ pub(super) fn reduce(s: &S, l: &Layout, mask: &[bool], op: ReduceOp) -> Result<S
             k += &body.replace("START", "0u").replace("STEP", "1u");
             k += "    out[grp] = acc;\n}\n";
         } else {
-            k += &wg_reduce(acc, comb);
+            k += &wg_reduce(acc, &[("red", comb)]);
             k += WG_ENTRY;
             k += &body.replace("START", "t").replace("STEP", "256u");
             k += "    let r = red(t, acc);\n    if (t == 0u) { out[grp] = r; }\n}\n";
@@ -232,22 +218,10 @@ pub(super) fn softmax_rows(s: &S, l: &Layout, n: usize, log: bool) -> Result<S> 
         k += "@group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 ";
-        k += &wg_reduce("f32", "select(a, b, b > a)");
-        k += "fn red_sum(t: u32, v: f32) -> f32 {
-    sh[t] = v;
-    workgroupBarrier();
-    var s = 128u;
-    loop {
-        if (s == 0u) { break; }
-        if (t < s) { sh[t] = sh[t] + sh[t + s]; }
-        workgroupBarrier();
-        s = s >> 1u;
-    }
-    let r = sh[0];
-    workgroupBarrier();
-    return r;
-}
-";
+        k += &wg_reduce(
+            "f32",
+            &[("red", "select(a, b, b > a)"), ("red_sum", "a + b")],
+        );
         k += WG_ENTRY;
         k += &format!(
             "    let n = slot(3u);
@@ -319,7 +293,7 @@ pub(super) fn softmax_backward_rows(
 @group(0) @binding(2) var<storage, read> y: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 ";
-        k += &wg_reduce("f32", "a + b");
+        k += &wg_reduce("f32", &[("red", "a + b")]);
         k += WG_ENTRY;
         k += &format!(
             "    let n = slot(4u);
