@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use might::nn::generate::{generate, SampleConfig};
-use might::nn::{Gpt, GptConfig, Module};
+use might::models::generate::{generate, SampleConfig};
+use might::models::{Gpt, GptConfig};
+use might::nn::Module;
 use might::optim::checkpoint::{self as ck, Checkpoint};
 use might::optim::{
     clip_grad_norm_, AdamConfig, AdamW, Optimizer, ParamGroup, Scheduler, WarmupCosine,

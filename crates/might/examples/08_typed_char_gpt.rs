@@ -1,9 +1,9 @@
-//! A character-level GPT (the architecture of `might::nn::Gpt` / nanoGPT) written with the
+//! A character-level GPT (the architecture of `might::models::Gpt` / nanoGPT) written with the
 //! typed API: every activation's shape is in its type, `[Dyn, T, C]` through the blocks, and
 //! the attention heads are `Tensor4<Dyn, NH, T, HD>`. Initialised with nanoGPT's init in the
-//! order `nn::Gpt::new` draws it, trained with AdamW on the Shakespeare slice in `data/text`.
+//! order `models::Gpt::new` draws it, trained with AdamW on the Shakespeare slice in `data/text`.
 //!
-//! `--compare` trains `nn::Gpt` from the same seed on the same batches alongside and checks
+//! `--compare` trains `models::Gpt` from the same seed on the same batches alongside and checks
 //! that both losses are equal, bit for bit, at every step.
 //!
 //! Run with `cargo run --release -p might --example 08_typed_char_gpt [TEXT] [STEPS]
@@ -13,7 +13,8 @@
 //! vocabulary is checked against it once, at the boundary.
 
 use might::data::CharDataset;
-use might::nn::{init, Gpt, GptConfig, Module};
+use might::models::{Gpt, GptConfig};
+use might::nn::{init, Module};
 use might::optim::{AdamConfig, AdamW, Optimizer, ParamGroup};
 use might::typed::{
     attention, cross_entropy_seq, Dyn, Embedding, LayerNorm, Linear, Tensor1, Tensor2, Tensor3,
@@ -137,7 +138,7 @@ impl CharGpt {
             .matmul_shared(&self.wte.weight().t()?)
     }
 
-    /// nanoGPT names, in `nn::Gpt::named_parameters` order.
+    /// nanoGPT names, in `models::Gpt::named_parameters` order.
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         let mut v = vec![
             (
@@ -255,12 +256,12 @@ fn main() -> might::Result<()> {
             if rl.to_bits() != l.to_bits() {
                 return Err(Error::invalid(
                     "08_typed_char_gpt",
-                    format!("step {step}: typed loss {l} but nn::Gpt loss {rl}"),
+                    format!("step {step}: typed loss {l} but models::Gpt loss {rl}"),
                 ));
             }
         }
         if step == 1 || step % 20 == 0 || step == steps {
-            let same = if compare { " (nn::Gpt: identical)" } else { "" };
+            let same = if compare { " (models::Gpt: identical)" } else { "" };
             println!("step {step}: loss {l:.4}{same}");
         }
     }

@@ -28,6 +28,7 @@ pub mod dtype;
 pub mod error;
 pub mod io;
 pub mod layout;
+pub mod models;
 pub mod nn;
 pub mod ops;
 pub mod optim;

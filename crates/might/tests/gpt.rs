@@ -2,8 +2,9 @@
 //! checks, KV-cache equivalence and the sampling filters.
 
 use might::autograd::{gradcheck, GradCheck};
-use might::nn::generate::{generate, sample_logits, SampleConfig};
-use might::nn::{causal_softmax, Gpt, GptConfig, Module};
+use might::models::generate::{generate, sample_logits, SampleConfig};
+use might::models::{Gpt, GptConfig};
+use might::nn::{causal_softmax, Module};
 use might::{manual_seed, DType, Generator, Tensor};
 
 fn tiny(bias: bool) -> GptConfig {

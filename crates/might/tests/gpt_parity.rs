@@ -2,7 +2,8 @@
 //! (tests/fixtures/gen_gpt.py) gives the same logits, loss and parameter gradients.
 
 use might::io::safetensors;
-use might::nn::{Gpt, GptConfig, Module};
+use might::models::{Gpt, GptConfig};
+use might::nn::Module;
 use might::Tensor;
 use std::path::PathBuf;
 

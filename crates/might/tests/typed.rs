@@ -4,9 +4,10 @@
 //! The compile-time side (what must NOT build) is in `typed_ui.rs`.
 
 use might::nn::functional::{cross_entropy as dyn_cross_entropy, CrossEntropyOptions};
+use might::models::{Gpt, GptConfig};
 use might::nn::{
-    BatchNorm2d as DynBatchNorm2d, Conv2d as DynConv2d, Conv2dConfig, Dropout, Flatten, Gpt,
-    GptConfig, Linear as DynLinear, MaxPool2d as DynMaxPool2d, Module, ReLU, Sequential,
+    BatchNorm2d as DynBatchNorm2d, Conv2d as DynConv2d, Conv2dConfig, Dropout, Flatten,
+    Linear as DynLinear, MaxPool2d as DynMaxPool2d, Module, ReLU, Sequential,
 };
 use might::optim::{Adam, AdamConfig, AdamW, OneCycleLR, Optimizer, ParamGroup, Scheduler};
 use might::typed::{
@@ -462,7 +463,7 @@ fn typed_cnn_trains_bit_for_bit_like_the_dynamic_one() -> Result<()> {
     Ok(())
 }
 
-// ---- char-GPT: nn::Gpt vs the typed block of examples/08_typed_char_gpt.rs ----
+// ---- char-GPT: models::Gpt vs the typed block of examples/08_typed_char_gpt.rs ----
 
 const V: usize = 13;
 const T: usize = 8;
@@ -616,7 +617,7 @@ fn typed_gpt_block_trains_bit_for_bit_like_nn_gpt() -> Result<()> {
         }
         runs.push(losses);
     }
-    assert_eq!(bits(&runs[1]), bits(&runs[0]), "typed vs nn::Gpt");
+    assert_eq!(bits(&runs[1]), bits(&runs[0]), "typed vs models::Gpt");
     assert!(
         runs[0][3] < runs[0][0],
         "the loss must go down: {:?}",

@@ -70,4 +70,8 @@ pub struct AttnGeom {
     pub offsets: [Vec<usize>; 3],
     pub row_strides: [usize; 3],
     pub packed: bool,
+    /// Per group, the keys that may be attended (`[groups, s]`; `None`: all). A masked key's
+    /// score gets the dtype's lowest value added, so a row with every key masked averages
+    /// them all (as transformers does) instead of giving NaN.
+    pub key_keep: Option<Vec<bool>>,
 }

@@ -7,7 +7,7 @@
 //! problem comes back as a `might::Error` (kind `Format` or `Io`) that names the file format
 //! and what is wrong. No input makes a loader panic.
 
-mod json;
+pub(crate) mod json;
 pub mod npy;
 pub mod npz;
 mod pickle;

@@ -98,7 +98,7 @@ pub fn scaled_dot_product_attention(
     }
     if attn_mask.is_none() && dropout_p == 0.0 {
         let scale = 1.0 / (qe as f64).sqrt();
-        if let Some(y) = fused_attention(q, k, v, scale, is_causal.then_some(0))? {
+        if let Some(y) = fused_attention(q, k, v, scale, is_causal.then_some(0), None)? {
             return Ok(y);
         }
     }
@@ -356,4 +356,113 @@ impl Module for MultiheadAttention {
     fn is_training(&self) -> bool {
         self.training
     }
+}
+
+/// `softmax(scale · q kᵀ + padding) v` for `q: [B, H, L, D]`, `k: [B, H, S, D]`,
+/// `v: [B, H, S, Dv]` with a key padding mask: `key_keep[b * S + j]` says whether batch entry
+/// `b` may attend to key `j` (`None`: every key), as transformers' `attention_mask`.
+/// `causal: Some(o)` lets query `i` see keys `0..=i + o`. A masked key's score gets the dtype's
+/// lowest value added, as transformers does, so a query whose keys are all masked averages
+/// them instead of giving NaN. Runs the fused kernel where the backend has one (the
+/// probabilities never leave it), else composes the ops.
+#[track_caller]
+pub fn masked_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    causal: Option<usize>,
+    key_keep: Option<&[bool]>,
+) -> Result<Tensor> {
+    const OP: &str = "masked_attention";
+    if q.rank() != 4 || k.rank() != 4 || v.rank() != 4 {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "q, k, v must be [B, H, L, D], got {} {} {}",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            ),
+        ));
+    }
+    let (b, s) = (k.dims()[0], k.dims()[2]);
+    if let Some(keep) = key_keep {
+        if keep.len() != b * s {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "key mask has {} entries, keys {} need [B, S] = [{b}, {s}]",
+                    keep.len(),
+                    k.shape()
+                ),
+            ));
+        }
+    }
+    if let Some(y) = fused_attention(q, k, v, scale, causal, key_keep)? {
+        return average_fully_masked(y, v, causal, key_keep);
+    }
+    let mut scores = q.matmul(&k.transpose(-2, -1)?)?.mul_scalar(scale)?;
+    if let Some(keep) = key_keep {
+        let lowest = match q.dtype() {
+            DType::F64 => f64::MIN,
+            DType::F16 => half::f16::MIN.to_f64(),
+            DType::BF16 => half::bf16::MIN.to_f64(),
+            _ => f32::MIN as f64,
+        };
+        let bias: Vec<f64> = keep.iter().map(|&k| if k { 0.0 } else { lowest }).collect();
+        let bias = Tensor::from_vec(bias, [b, 1, 1, s])?
+            .to_dtype(q.dtype())?
+            .to_device(q.device())?;
+        scores = scores.add(&bias)?;
+    }
+    if let Some(o) = causal {
+        let l = q.dims()[2];
+        let visible = Tensor::tri_mask(l, s, o as i64, true)?.to_device(q.device())?;
+        scores = scores.masked_fill(&visible.logical_not()?, f64::NEG_INFINITY)?;
+    }
+    average_fully_masked(scores.softmax(-1)?.matmul(v)?, v, causal, key_keep)
+}
+
+/// transformers masks causally hidden keys with the same lowest value as padding, so a query
+/// that sees only padding (a left-padded row's pad positions) averages *every* value, future
+/// ones included. With a causal mask the kernels averaged the visible ones; put the mean of all
+/// values in those rows (`y: [B, H, L, Dv]`, `v: [B, H, S, Dv]`).
+pub(crate) fn average_fully_masked(
+    y: Tensor,
+    v: &Tensor,
+    causal: Option<usize>,
+    key_keep: Option<&[bool]>,
+) -> Result<Tensor> {
+    let (Some(offset), Some(keep)) = (causal, key_keep) else {
+        return Ok(y);
+    };
+    let (b, l, s) = (y.dims()[0], y.dims()[2], v.dims()[2]);
+    // row i of entry e sees keys 0..=i + offset: fully masked before the first kept key
+    let rows: Vec<bool> = keep
+        .chunks_exact(s)
+        .flat_map(|kb| {
+            let first = kb.iter().position(|&k| k).unwrap_or(usize::MAX);
+            (0..l).map(move |i| first > i + offset)
+        })
+        .collect();
+    if !rows.contains(&true) {
+        return Ok(y);
+    }
+    let cond = Tensor::from_vec(rows, [b, 1, l, 1])?.to_device(y.device())?;
+    Tensor::where_(&cond, &v.mean(2, true)?, &y)
+}
+
+/// A `[B, S]` attention mask (bool, or numbers: nonzero attends) as the flat `key_keep` of
+/// [`masked_attention`]. Reads the mask on the host.
+#[track_caller]
+pub fn key_keep_from_mask(mask: &Tensor) -> Result<Vec<bool>> {
+    if mask.rank() != 2 {
+        return Err(Error::shape(
+            "attention_mask",
+            format!("must be [batch, keys], got {}", mask.shape()),
+        ));
+    }
+    let m = mask.to_dtype(DType::F32)?.to_vec::<f32>()?;
+    Ok(m.into_iter().map(|m| m != 0.0).collect())
 }

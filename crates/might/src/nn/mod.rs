@@ -31,17 +31,19 @@ mod activation;
 mod attention;
 mod conv;
 pub mod functional;
-pub mod generate;
-mod gpt;
 pub mod init;
 
-mod layers;
+pub(crate) mod layers;
+pub(crate) use attention::average_fully_masked;
 mod loss;
 mod norm;
 pub mod state_dict;
 
 pub use activation::{LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
-pub use attention::{causal_softmax, scaled_dot_product_attention, MhaConfig, MultiheadAttention};
+pub use attention::{
+    causal_softmax, key_keep_from_mask, masked_attention, scaled_dot_product_attention, MhaConfig,
+    MultiheadAttention,
+};
 pub use conv::{
     AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, MaxPool2d,
 };
@@ -49,7 +51,6 @@ pub use functional::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
     CrossEntropyOptions, Reduction,
 };
-pub use gpt::{Gpt, GptConfig, KvCache};
 pub use layers::{Dropout, Embedding, Flatten, Identity, Linear};
 pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm};
 pub use state_dict::{load_into, load_state_dict, LoadReport};

@@ -123,6 +123,10 @@ fn grouping(lead: &[usize]) -> (usize, usize) {
     }
 }
 
+/// Per group (batch entry), which keys may be attended: `[groups, S]` flattened (see
+/// `AttnGeom::key_keep`); `None` attends to every key.
+pub(crate) type Keep<'a> = Option<&'a [bool]>;
+
 /// The operands of a fused attention: three tensors, or one packed `[B, T, 3·C]` projection
 /// output (q, k, v side by side, `heads` heads each) whose gradient comes back packed too.
 enum Source<'a> {
@@ -131,7 +135,8 @@ enum Source<'a> {
 }
 
 /// The geometry of every pair, and the leading dims of q.
-fn locate(src: &Source, scale: f64, causal: Option<usize>) -> (AttnGeom, Vec<usize>) {
+fn locate(src: &Source, scale: f64, causal: Option<usize>, keep: Keep) -> (AttnGeom, Vec<usize>) {
+    let key_keep = keep.map(<[bool]>::to_vec);
     match *src {
         Source::Separate(q, k, v) => {
             let r = q.rank();
@@ -149,6 +154,7 @@ fn locate(src: &Source, scale: f64, causal: Option<usize>) -> (AttnGeom, Vec<usi
                 offsets: [pair_offsets(q), pair_offsets(k), pair_offsets(v)],
                 row_strides: [q.strides()[r - 2], k.strides()[r - 2], v.strides()[r - 2]],
                 packed: false,
+                key_keep,
             };
             (geom, lead)
         }
@@ -171,6 +177,7 @@ fn locate(src: &Source, scale: f64, causal: Option<usize>) -> (AttnGeom, Vec<usi
                 offsets: [part(0), part(1), part(2)],
                 row_strides: [st[1]; 3],
                 packed: true,
+                key_keep,
             };
             (geom, vec![b, heads])
         }
@@ -179,27 +186,30 @@ fn locate(src: &Source, scale: f64, causal: Option<usize>) -> (AttnGeom, Vec<usi
 
 /// The fused attention of f32/f64 operands whose rows may still be strided: `None` when the
 /// backend has no fused kernel for them.
-fn fused_rows(src: Source, scale: f64, causal: Option<usize>) -> Result<Option<Tensor>> {
+fn fused_rows(src: Source, scale: f64, causal: Option<usize>, keep: Keep) -> Result<Option<Tensor>> {
     match src {
         Source::Separate(q, k, v) => {
             let (q, k, v) = (rows_view(q)?, rows_view(k)?, rows_view(v)?);
-            fused_on(Source::Separate(&q, &k, &v), scale, causal)
+            fused_on(Source::Separate(&q, &k, &v), scale, causal, keep)
         }
         Source::Packed(qkv, heads) => {
             let qkv = rows_view(qkv)?;
-            fused_on(Source::Packed(&qkv, heads), scale, causal)
+            fused_on(Source::Packed(&qkv, heads), scale, causal, keep)
         }
     }
 }
 
 /// [`fused_rows`] once every operand has contiguous rows.
-fn fused_on(src: Source, scale: f64, causal: Option<usize>) -> Result<Option<Tensor>> {
+fn fused_on(src: Source, scale: f64, causal: Option<usize>, keep: Keep) -> Result<Option<Tensor>> {
     // the graph inputs: the three operands, or the packed one
     let inputs: Vec<Tensor> = match src {
         Source::Separate(q, k, v) => vec![q.clone(), k.clone(), v.clone()],
         Source::Packed(qkv, _) => vec![qkv.clone()],
     };
-    let (geom, lead) = locate(&src, scale, causal);
+    let (geom, lead) = locate(&src, scale, causal, keep);
+    if geom.key_keep.as_ref().is_some_and(|k| k.len() != geom.groups * geom.s) {
+        return Ok(None);
+    }
     let packed = geom.packed;
     let data: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
     // operand j's storage: its own tensor, or the packed one for all three
@@ -266,6 +276,7 @@ pub(crate) fn fused_attention_packed(
     heads: usize,
     scale: f64,
     causal: Option<usize>,
+    keep: Keep,
 ) -> Result<Option<Tensor>> {
     let fits = qkv.rank() == 3
         && heads > 0
@@ -276,10 +287,10 @@ pub(crate) fn fused_attention_packed(
         return Ok(None);
     }
     match qkv.dtype() {
-        DType::F32 | DType::F64 => fused_rows(Source::Packed(qkv, heads), scale, causal),
+        DType::F32 | DType::F64 => fused_rows(Source::Packed(qkv, heads), scale, causal, keep),
         dt => {
             let q32 = qkv.to_dtype(DType::F32)?;
-            fused_rows(Source::Packed(&q32, heads), scale, causal)?
+            fused_rows(Source::Packed(&q32, heads), scale, causal, keep)?
                 .map(|y| y.to_dtype(dt))
                 .transpose()
         }
@@ -299,6 +310,7 @@ pub(crate) fn fused_attention(
     v: &Tensor,
     scale: f64,
     causal: Option<usize>,
+    keep: Keep,
 ) -> Result<Option<Tensor>> {
     let r = q.rank();
     let fits = r >= 2
@@ -316,11 +328,11 @@ pub(crate) fn fused_attention(
         return Ok(None);
     }
     match q.dtype() {
-        DType::F32 | DType::F64 => fused_rows(Source::Separate(q, k, v), scale, causal),
+        DType::F32 | DType::F64 => fused_rows(Source::Separate(q, k, v), scale, causal, keep),
         dt if dt.is_float() => {
             let f = |t: &Tensor| t.to_dtype(DType::F32);
             let (q, k, v) = (f(q)?, f(k)?, f(v)?);
-            fused_rows(Source::Separate(&q, &k, &v), scale, causal)?
+            fused_rows(Source::Separate(&q, &k, &v), scale, causal, keep)?
                 .map(|y| y.to_dtype(dt))
                 .transpose()
         }
@@ -345,14 +357,14 @@ mod tests {
             for packed in [true, false] {
                 qkv.zero_grad();
                 let y = if packed {
-                    fused_attention_packed(&qkv, h, 0.3, Some(0))?
+                    fused_attention_packed(&qkv, h, 0.3, Some(0), None)?
                 } else {
                     let part = |i: usize| -> Result<Tensor> {
                         qkv.narrow(2, i * c, c)?
                             .reshape([b, t, h, d])?
                             .transpose(1, 2)
                     };
-                    fused_attention(&part(0)?, &part(1)?, &part(2)?, 0.3, Some(0))?
+                    fused_attention(&part(0)?, &part(1)?, &part(2)?, 0.3, Some(0), None)?
                 }
                 .expect("the fused kernel applies");
                 y.mul(&w)?.sum_all()?.backward()?;

@@ -32,7 +32,7 @@ pub fn cross_entropy_with<const B: usize, const C: usize, E: WithDType>(
 }
 
 /// Mean next-token cross-entropy of sequence logits `[B, T, V]` against ids `[B, T]`: the
-/// rows are flattened to `[B·T, V]` first, exactly as `nn::Gpt::forward_with_loss` does.
+/// rows are flattened to `[B·T, V]` first, exactly as `models::Gpt::forward_with_loss` does.
 #[track_caller]
 pub fn cross_entropy_seq<const B: usize, const T: usize, const V: usize, E: WithDType>(
     logits: &Tensor3<B, T, V, E>,

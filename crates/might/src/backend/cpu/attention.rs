@@ -154,6 +154,8 @@ fn lanes_max<T: Real>(a: &[T; W]) -> T {
 /// 0 for the rest of the row. Whole `W`-wide chunks (`nr` is a multiple of W, so short causal
 /// rows have no scalar tail), and the exponentials of all the block's rows in one loop: one
 /// row at a time left each row's chain of dependent steps waiting on the previous one.
+/// `bias` (a padding mask: 0, or the lowest value for a masked key) is added to the scaled
+/// scores of every row.
 #[inline(always)]
 fn softmax_rows<T: Real>(
     p: &mut [T],
@@ -161,6 +163,7 @@ fn softmax_rows<T: Real>(
     (i0, rb, nr): (usize, usize, usize),
     dm: &Dims,
     scale: T,
+    bias: Option<&[T]>,
 ) {
     let ninf = T::neg_infinity();
     let mut m = [T::f(0.0); BLOCK];
@@ -173,6 +176,16 @@ fn softmax_rows<T: Real>(
                 let v = if j * W + l < n { c[l] * scale } else { ninf };
                 c[l] = v;
                 mv[l] = if v > mv[l] { v } else { mv[l] };
+            }
+        }
+        if let Some(b) = bias {
+            // masked keys: x + lowest rounds to lowest, so a fully masked row stays finite
+            mv = [ninf; W];
+            for (c, bc) in row.chunks_exact_mut(W).zip(b.chunks_exact(W)) {
+                for l in 0..W {
+                    c[l] = c[l] + bc[l];
+                    mv[l] = if c[l] > mv[l] { c[l] } else { mv[l] };
+                }
             }
         }
         let mx = lanes_max(&mv);
@@ -214,6 +227,7 @@ fn forward_pair<T: Real>(
     (y_off, y_rs): (usize, usize),
     kt: &mut Vec<T>,
     ahead: &Ahead<T>,
+    bias: Option<&[T]>,
 ) {
     let sp = dm.s_pad();
     transpose_into(kt, k, dm.s, dm.d, sp);
@@ -233,7 +247,7 @@ fn forward_pair<T: Real>(
             sp,
             (rb, nr, dm.d),
         );
-        softmax_rows(p, sp, (i0, rb, nr), dm, scale);
+        softmax_rows(p, sp, (i0, rb, nr), dm, scale, bias);
         let ps = Strides { rs: sp, cs: 1 };
         let yo = &mut y[y_off + i0 * y_rs..];
         weighted_sums(
@@ -448,8 +462,19 @@ pub(crate) fn forward<T: Real>(
     scale: T,
     (q, k, v): (&[T], &[T], &[T]),
     at: Pairs,
+    keep: Option<&[bool]>,
 ) -> (Vec<T>, Vec<T>) {
     let (pg, sp) = (at.per_group, dm.s_pad());
+    // per group, a padded row of key biases (0 past the last key: those are never visible)
+    let bias: Option<Vec<T>> = keep.map(|keep| {
+        let mut b = vec![T::f(0.0); at.groups * sp];
+        for (g, kg) in keep.chunks_exact(dm.s).enumerate().take(at.groups) {
+            for (j, &kept) in kg.iter().enumerate() {
+                b[g * sp + j] = if kept { T::f(0.0) } else { T::min_value() };
+            }
+        }
+        b
+    });
     let pairs = at.groups * pg;
     let mut y = super::pool::output::<T>(pairs * dm.l * dm.dv);
     let mut p = super::pool::output::<T>(pairs * dm.l * dm.s_pad());
@@ -481,7 +506,9 @@ pub(crate) fn forward<T: Real>(
                         Ahead::after(&at, (pi, h), operand_rows, |h| vec![(y_at(h), dm.dv)]);
                     let pr = &mut pc[h * dm.l * sp..(h + 1) * dm.l * sp];
                     let yat = y_at(h);
-                    forward_pair(&dm, scale, ops, pr, yc, (yat.off, yat.rs), kt, &ahead);
+                    let bias = bias.as_ref().map(|b| &b[g * sp..(g + 1) * sp]);
+                    let y_at = (yat.off, yat.rs);
+                    forward_pair(&dm, scale, ops, pr, yc, y_at, kt, &ahead, bias);
                 }
             },
         )
@@ -594,11 +621,11 @@ pub(crate) fn forward_storage(q: &S, k: &S, v: &S, g: &AttnGeom) -> Option<(S, S
     let (dm, at) = plan(g);
     Some(match (q, k, v) {
         (S::F32(q), S::F32(k), S::F32(v)) => {
-            let (y, p) = forward(dm, f32::f(g.scale), (q, k, v), at);
+            let (y, p) = forward(dm, f32::f(g.scale), (q, k, v), at, g.key_keep.as_deref());
             (S::F32(y), S::F32(p))
         }
         (S::F64(q), S::F64(k), S::F64(v)) => {
-            let (y, p) = forward(dm, f64::f(g.scale), (q, k, v), at);
+            let (y, p) = forward(dm, f64::f(g.scale), (q, k, v), at, g.key_keep.as_deref());
             (S::F64(y), S::F64(p))
         }
         _ => return None,

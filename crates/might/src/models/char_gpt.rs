@@ -7,8 +7,8 @@
 //! [`Module::named_parameters`] reports the tied tensor once (as `transformer.wte.weight`, so an
 //! optimizer updates it once) while [`Module::state_dict`] lists it under both keys.
 
-use super::layers::as_param;
-use super::{functional, init, prefixed, Embedding, LayerNorm, Linear, Module};
+use crate::nn::layers::as_param;
+use crate::nn::{functional, init, prefixed, Embedding, LayerNorm, Linear, Module};
 use crate::ops::attention::{causal_softmax, fused_attention, fused_attention_packed};
 use crate::{no_grad, DType, Error, Result, Tensor};
 
@@ -368,7 +368,7 @@ impl Gpt {
             // one [.., 3C] projection; the fused kernel reads q, k, v inside it and writes
             // their gradient back as one [B, T, 3C] buffer
             let qkv = a.c_attn.forward(x)?;
-            if let Some(y) = fused_attention_packed(&qkv, h, scale, Some(0))? {
+            if let Some(y) = fused_attention_packed(&qkv, h, scale, Some(0), None)? {
                 let y = y.transpose(1, 2)?.reshape([b, t, c])?;
                 return a.c_proj.forward(&y);
             }
@@ -400,7 +400,7 @@ impl Gpt {
         let fused = if dropout {
             None
         } else {
-            fused_attention(&q, &k, &v, scale, Some(offset))?
+            fused_attention(&q, &k, &v, scale, Some(offset), None)?
         };
         let y = match fused {
             Some(y) => y,
