@@ -9,6 +9,7 @@ mod ckpt;
 mod data;
 mod dist;
 mod gpt;
+mod hf;
 mod inspect;
 mod meter;
 mod net;
@@ -185,6 +186,7 @@ enum Command {
     Predict { checkpoint: PathBuf, image: PathBuf },
     /// List the tensors of a safetensors, .npy, .npz or PyTorch .pt/.pth file: name, dtype,
     /// shape, size, and totals. Reads headers only; never executes anything in the file.
+    /// A Hugging Face model folder: its architecture, sizes, parameter count and dtype.
     Inspect {
         file: PathBuf,
         /// Print one JSON object instead of a table.
@@ -193,6 +195,12 @@ enum Command {
     },
     /// Generate text from a `might train gpt` checkpoint.
     Sample(gpt::SampleArgs),
+    /// Continue a prompt with a Hugging Face GPT-2 folder, streaming the tokens (needs the
+    /// `hf` feature: the tokenizers).
+    Generate(hf::GenerateArgs),
+    /// Sentence vectors (one JSON line each) or their cosine matrix from a
+    /// sentence-transformers folder such as all-MiniLM-L6-v2 (needs the `hf` feature).
+    Embed(hf::EmbedArgs),
     /// Micro-benchmarks (used by bench/compare.sh against PyTorch).
     Bench {
         #[command(subcommand)]
@@ -305,7 +313,10 @@ fn main() -> ExitCode {
                     reps,
                 },
         } => bench::matmul(&device, &sizes, reps),
+        Command::Inspect { file, json } if file.is_dir() => hf::inspect_model(&file, json),
         Command::Inspect { file, json } => inspect::inspect(&file, json).map_err(Into::into),
+        Command::Generate(args) => hf::generate(&args),
+        Command::Embed(args) => hf::embed(&args),
         Command::Sample(args) => gpt::sample(&args),
     };
     finish(result)

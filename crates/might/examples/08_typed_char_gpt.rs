@@ -261,7 +261,11 @@ fn main() -> might::Result<()> {
             }
         }
         if step == 1 || step % 20 == 0 || step == steps {
-            let same = if compare { " (models::Gpt: identical)" } else { "" };
+            let same = if compare {
+                " (models::Gpt: identical)"
+            } else {
+                ""
+            };
             println!("step {step}: loss {l:.4}{same}");
         }
     }

@@ -7,8 +7,8 @@ mod common;
 use std::sync::Arc;
 
 use might::data::{DataLoader, TensorDataset};
-use might::nn::functional::{cross_entropy, scaled_dot_product_attention, CrossEntropyOptions};
 use might::models::{Gpt, GptConfig};
+use might::nn::functional::{cross_entropy, scaled_dot_product_attention, CrossEntropyOptions};
 use might::nn::{causal_softmax, Linear, Module, ReLU, Sequential};
 use might::optim::{Optimizer, Sgd, SgdConfig};
 use might::{manual_seed, DType, Device, ErrorKind, Result, Tensor};

@@ -81,7 +81,12 @@ fn gpt2_logits_match_transformers_from_an_f16_checkpoint() -> Result<()> {
     // every 97th vocabulary entry, as the fixture keeps them
     let idx = Tensor::arange(0.0, 50257.0, 97.0, DType::I64)?;
     let got = logits.index_select(2, &idx)?.to_f64_vec();
-    assert_close("logits", &got, &floats(&e["gpt2_tiny_logits_stride97"]), 1e-4);
+    assert_close(
+        "logits",
+        &got,
+        &floats(&e["gpt2_tiny_logits_stride97"]),
+        1e-4,
+    );
     Ok(())
 }
 
@@ -166,7 +171,10 @@ fn gpt2_untied_unprefixed_padded_batch_matches_transformers() -> Result<()> {
     // at the real tokens (a pad row can only average the keys cached so far, in transformers
     // too: incremental decoding never runs pad queries against future keys)
     let want = floats(&e["gpt2_untied_logits_masked"]);
-    let real: Vec<bool> = ints(&e["gpt2_untied_mask"]).iter().map(|&m| m == 1).collect();
+    let real: Vec<bool> = ints(&e["gpt2_untied_mask"])
+        .iter()
+        .map(|&m| m == 1)
+        .collect();
     let pick = |x: &[f64]| -> Vec<f64> {
         x.chunks(300)
             .zip(&real)
@@ -176,7 +184,9 @@ fn gpt2_untied_unprefixed_padded_batch_matches_transformers() -> Result<()> {
     };
     assert_close("cached masked logits", &pick(&both), &pick(&want), 1e-4);
     // a mask of the wrong length is an error naming both shapes
-    let err = m.forward(&ids, Some(&mask.narrow(1, 0, 5)?), None).unwrap_err();
+    let err = m
+        .forward(&ids, Some(&mask.narrow(1, 0, 5)?), None)
+        .unwrap_err();
     assert!(err.to_string().contains("[3, 5]"), "{err}");
     Ok(())
 }
@@ -201,7 +211,12 @@ fn bert_hidden_states_and_pooler_match_transformers() -> Result<()> {
         1e-4,
     );
     let pooled = out.pooler_output.expect("the checkpoint has a pooler");
-    assert_close("pooler_output", &pooled.to_f64_vec(), &floats(&e["bert_tiny_pooled"]), 1e-4);
+    assert_close(
+        "pooler_output",
+        &pooled.to_f64_vec(),
+        &floats(&e["bert_tiny_pooled"]),
+        1e-4,
+    );
     Ok(())
 }
 
@@ -220,13 +235,25 @@ fn masked_attention_fused_matches_composed_and_stays_finite() -> Result<()> {
         let w = Tensor::randn([b, h, l, d], DType::F64)?;
         let y = masked_attention(&q, &k, &v, 0.4, causal, Some(keep))?;
         y.mul(&w)?.sum_all()?.backward()?;
-        let got: Vec<Vec<f64>> = [&y, &q.grad().unwrap(), &k.grad().unwrap(), &v.grad().unwrap()]
-            .iter()
-            .map(|t| t.to_f64_vec())
-            .collect();
+        let got: Vec<Vec<f64>> = [
+            &y,
+            &q.grad().unwrap(),
+            &k.grad().unwrap(),
+            &v.grad().unwrap(),
+        ]
+        .iter()
+        .map(|t| t.to_f64_vec())
+        .collect();
         // composed by hand
-        let (q2, k2, v2) = (q.detach().with_requires_grad(), k.detach().with_requires_grad(), v.detach().with_requires_grad());
-        let bias: Vec<f64> = keep.iter().map(|&k| if k { 0.0 } else { f64::MIN }).collect();
+        let (q2, k2, v2) = (
+            q.detach().with_requires_grad(),
+            k.detach().with_requires_grad(),
+            v.detach().with_requires_grad(),
+        );
+        let bias: Vec<f64> = keep
+            .iter()
+            .map(|&k| if k { 0.0 } else { f64::MIN })
+            .collect();
         let mut sc = q2
             .matmul(&k2.transpose(-2, -1)?)?
             .mul_scalar(0.4)?
@@ -237,10 +264,15 @@ fn masked_attention_fused_matches_composed_and_stays_finite() -> Result<()> {
         }
         let y2 = sc.softmax(-1)?.matmul(&v2)?;
         y2.mul(&w)?.sum_all()?.backward()?;
-        let want: Vec<Vec<f64>> = [&y2, &q2.grad().unwrap(), &k2.grad().unwrap(), &v2.grad().unwrap()]
-            .iter()
-            .map(|t| t.to_f64_vec())
-            .collect();
+        let want: Vec<Vec<f64>> = [
+            &y2,
+            &q2.grad().unwrap(),
+            &k2.grad().unwrap(),
+            &v2.grad().unwrap(),
+        ]
+        .iter()
+        .map(|t| t.to_f64_vec())
+        .collect();
         for (i, (g, wv)) in got.iter().zip(&want).enumerate() {
             assert_close(&format!("causal {causal:?} output/grad {i}"), g, wv, 1e-10);
         }
@@ -268,7 +300,10 @@ fn weights_errors_name_the_tensor_and_shapes() -> Result<()> {
     let err = a.get("weight", &[3, 2]).unwrap_err().to_string();
     assert!(err.contains("a.weight") && err.contains("[3, 2]"), "{err}");
     let err = a.get("gamma", &[2]).unwrap_err().to_string();
-    assert!(err.contains("missing tensor a.gamma") && err.contains("a.bias"), "{err}");
+    assert!(
+        err.contains("missing tensor a.gamma") && err.contains("a.bias"),
+        "{err}"
+    );
     // a config with a bad field names the file and the field
     let err = HfConfig::parse(br#"{"n_embd": -3}"#, "config.json")
         .and_then(|c| Gpt2Config::from_config(&c))
@@ -326,7 +361,10 @@ mod tokenized {
             .iter()
             .map(|s| s.as_str().expect("a sentence"))
             .collect();
-        for (s, ids) in sentences.iter().zip(e["minilm_ids"].as_array().expect("ids")) {
+        for (s, ids) in sentences
+            .iter()
+            .zip(e["minilm_ids"].as_array().expect("ids"))
+        {
             let want: Vec<u32> = ints(ids).into_iter().map(|i| i as u32).collect();
             assert_eq!(st.tokenizer.encode(s, true)?, want, "ids of {s:?}");
         }
@@ -338,7 +376,11 @@ mod tokenized {
             let dot: f64 = g.iter().zip(w).map(|(a, b)| a * b).sum();
             let n = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>().sqrt();
             let cos = dot / (n(g) * n(w));
-            assert!(cos >= 0.99999, "sentence {i} {:?}: cosine {cos}", sentences[i]);
+            assert!(
+                cos >= 0.99999,
+                "sentence {i} {:?}: cosine {cos}",
+                sentences[i]
+            );
         }
         Ok(())
     }

@@ -3,8 +3,8 @@
 //! with their dynamic versions from one seed: the losses must agree bit for bit.
 //! The compile-time side (what must NOT build) is in `typed_ui.rs`.
 
-use might::nn::functional::{cross_entropy as dyn_cross_entropy, CrossEntropyOptions};
 use might::models::{Gpt, GptConfig};
+use might::nn::functional::{cross_entropy as dyn_cross_entropy, CrossEntropyOptions};
 use might::nn::{
     BatchNorm2d as DynBatchNorm2d, Conv2d as DynConv2d, Conv2dConfig, Dropout, Flatten,
     Linear as DynLinear, MaxPool2d as DynMaxPool2d, Module, ReLU, Sequential,

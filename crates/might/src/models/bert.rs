@@ -175,10 +175,7 @@ impl BertModel {
                 "position_embeddings.weight",
                 &[config.max_position_embeddings, h],
             )?,
-            token_type: e.get(
-                "token_type_embeddings.weight",
-                &[config.type_vocab_size, h],
-            )?,
+            token_type: e.get("token_type_embeddings.weight", &[config.type_vocab_size, h])?,
             emb_ln: layer_norm(&e.pp("LayerNorm"), h, eps)?,
             layers,
             pooler,
@@ -224,8 +221,10 @@ impl BertModel {
                 ),
             ));
         }
-        for (name, m) in [("token_type_ids", token_type_ids), ("attention_mask", attention_mask)]
-        {
+        for (name, m) in [
+            ("token_type_ids", token_type_ids),
+            ("attention_mask", attention_mask),
+        ] {
             if let Some(m) = m {
                 if m.dims() != [b, t] {
                     return Err(Error::shape(
@@ -243,7 +242,8 @@ impl BertModel {
         let pos = Tensor::arange(0.0, t as f64, 1.0, DType::I64)?
             .reshape([1, t])?
             .to_device(dev)?;
-        let mut x = Tensor::embedding(&ids, &self.word)?.add(&Tensor::embedding(&pos, &self.position)?)?;
+        let mut x =
+            Tensor::embedding(&ids, &self.word)?.add(&Tensor::embedding(&pos, &self.position)?)?;
         x = match token_type_ids {
             Some(tt) => x.add(&Tensor::embedding(
                 &tt.to_dtype(DType::I64)?.to_device(dev)?,
@@ -306,11 +306,23 @@ impl Module for BertModel {
     /// The tensors (query/key/value as their stacked `[3H, H]` weight per layer).
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         let mut v = vec![
-            ("embeddings.word_embeddings.weight".into(), self.word.clone()),
-            ("embeddings.position_embeddings.weight".into(), self.position.clone()),
-            ("embeddings.token_type_embeddings.weight".into(), self.token_type.clone()),
+            (
+                "embeddings.word_embeddings.weight".into(),
+                self.word.clone(),
+            ),
+            (
+                "embeddings.position_embeddings.weight".into(),
+                self.position.clone(),
+            ),
+            (
+                "embeddings.token_type_embeddings.weight".into(),
+                self.token_type.clone(),
+            ),
         ];
-        v.extend(crate::nn::prefixed("embeddings.LayerNorm", self.emb_ln.named_parameters()));
+        v.extend(crate::nn::prefixed(
+            "embeddings.LayerNorm",
+            self.emb_ln.named_parameters(),
+        ));
         for (i, l) in self.layers.iter().enumerate() {
             let p = format!("encoder.layer.{i}");
             for (n, t) in [

@@ -62,10 +62,7 @@ impl HfConfig {
     pub fn usize(&self, key: &str, default: Option<usize>) -> Result<usize> {
         match self.value(key) {
             None => default.ok_or_else(|| {
-                Error::format(
-                    "config",
-                    format!("{}: missing field `{key}`", self.origin),
-                )
+                Error::format("config", format!("{}: missing field `{key}`", self.origin))
             }),
             Some(v) => v
                 .as_u64()

@@ -336,7 +336,8 @@ impl Gpt2 {
                 .to_device(self.device())?,
         };
         let ids = ids.to_device(self.device())?;
-        let mut x = Tensor::embedding(&ids, &self.wte)?.add(&Tensor::embedding(&pos, &self.wpe)?)?;
+        let mut x =
+            Tensor::embedding(&ids, &self.wte)?.add(&Tensor::embedding(&pos, &self.wpe)?)?;
         for (i, blk) in self.h.iter().enumerate() {
             let kv = cache.as_deref_mut().map(|c| (&c.layers[i], past));
             let a = self.attention(i, blk, &blk.ln_1.forward(&x)?, kv, keep.as_deref())?;
@@ -374,7 +375,10 @@ impl Gpt2 {
             if let Some(y) = fused_attention_packed(&qkv, h, scale, Some(0), keep)? {
                 let y = match keep {
                     Some(_) => {
-                        let v = qkv.narrow(2, 2 * c, c)?.reshape([b, t, h, d])?.transpose(1, 2)?;
+                        let v = qkv
+                            .narrow(2, 2 * c, c)?
+                            .reshape([b, t, h, d])?
+                            .transpose(1, 2)?;
                         average_fully_masked(y, &v, Some(0), keep)?
                     }
                     None => y,
@@ -397,8 +401,7 @@ impl Gpt2 {
             offset = past;
         }
         let y = masked_attention(&q, &k, &v, scale, Some(offset), keep)?;
-        blk.c_proj
-            .forward(&y.transpose(1, 2)?.reshape([b, t, c])?)
+        blk.c_proj.forward(&y.transpose(1, 2)?.reshape([b, t, c])?)
     }
 
     /// Continue `prompt` (token ids) by up to `max_new_tokens` tokens drawn with `cfg` from

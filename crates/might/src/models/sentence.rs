@@ -68,7 +68,8 @@ impl Pooling {
             Pooling::Max => {
                 // masked tokens may not win: -1e9 where masked, as sentence-transformers does
                 let blocked = m.eq_scalar(0.0)?;
-                let filled = states.masked_fill(&blocked.broadcast_to(states.shape().clone())?, -1e9)?;
+                let filled =
+                    states.masked_fill(&blocked.broadcast_to(states.shape().clone())?, -1e9)?;
                 Ok(filled.max(1, false)?.0)
             }
             Pooling::Mean | Pooling::MeanSqrtLen => {
@@ -140,7 +141,8 @@ impl SentenceTransformer {
         let bert_cfg = BertConfig::from_config(&dir.config)?;
         let st_cfg = dir.path.join("sentence_bert_config.json");
         let max_seq_length = if st_cfg.exists() {
-            HfConfig::load(&st_cfg)?.usize("max_seq_length", Some(bert_cfg.max_position_embeddings))?
+            HfConfig::load(&st_cfg)?
+                .usize("max_seq_length", Some(bert_cfg.max_position_embeddings))?
         } else {
             bert_cfg.max_position_embeddings
         }
@@ -161,7 +163,9 @@ impl SentenceTransformer {
     pub fn embed_ids(&self, input_ids: &Tensor, attention_mask: &Tensor) -> Result<Tensor> {
         let _g = crate::no_grad();
         let out = self.bert.forward(input_ids, None, Some(attention_mask))?;
-        let v = self.pooling.forward(&out.last_hidden_state, attention_mask)?;
+        let v = self
+            .pooling
+            .forward(&out.last_hidden_state, attention_mask)?;
         if !self.normalize {
             return Ok(v);
         }
@@ -176,7 +180,10 @@ impl SentenceTransformer {
     #[track_caller]
     pub fn encode(&self, sentences: &[&str], batch_size: usize) -> Result<Tensor> {
         if batch_size == 0 {
-            return Err(Error::invalid("SentenceTransformer::encode", "batch_size must be at least 1"));
+            return Err(Error::invalid(
+                "SentenceTransformer::encode",
+                "batch_size must be at least 1",
+            ));
         }
         let h = self.bert.config.hidden_size;
         if sentences.is_empty() {

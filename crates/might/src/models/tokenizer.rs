@@ -40,7 +40,12 @@ impl Tokenizer {
         let (vocab, merges) = (vocab.as_ref(), merges.as_ref());
         let bpe = BPE::from_file(&vocab.display().to_string(), &merges.display().to_string())
             .build()
-            .map_err(|e| err("Tokenizer", format!("{} / {}: {e}", vocab.display(), merges.display())))?;
+            .map_err(|e| {
+                err(
+                    "Tokenizer",
+                    format!("{} / {}: {e}", vocab.display(), merges.display()),
+                )
+            })?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
         inner.with_pre_tokenizer(Some(ByteLevel::new(false, true, true)));
         inner.with_decoder(Some(ByteLevel::default()));
@@ -95,7 +100,11 @@ impl Tokenizer {
     /// Token ids of several texts, padded on the right to the longest with the pad token
     /// (`[PAD]`, else id 0): `(input_ids, attention_mask)`, both int64 `[N, T]`.
     #[track_caller]
-    pub fn encode_batch_padded(&self, texts: &[&str], add_special_tokens: bool) -> Result<(Tensor, Tensor)> {
+    pub fn encode_batch_padded(
+        &self,
+        texts: &[&str],
+        add_special_tokens: bool,
+    ) -> Result<(Tensor, Tensor)> {
         let mut tok = self.inner.clone();
         let (pad_id, pad_token) = match tok.token_to_id("[PAD]") {
             Some(id) => (id, "[PAD]".to_string()),

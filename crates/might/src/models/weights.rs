@@ -136,10 +136,7 @@ impl Weights {
     /// differently: LayerNorm `weight`/`gamma`), with exactly `shape`.
     #[track_caller]
     pub fn get_first(&self, names: &[&str], shape: &[usize]) -> Result<Tensor> {
-        let name = names
-            .iter()
-            .find(|n| self.contains(n))
-            .unwrap_or(&names[0]);
+        let name = names.iter().find(|n| self.contains(n)).unwrap_or(&names[0]);
         self.get(name, shape)
     }
 
@@ -157,7 +154,10 @@ impl Weights {
             let mut any: Vec<&String> = self.tensors.keys().collect();
             any.sort();
             any.truncate(3);
-            format!("; the checkpoint has {} tensors, e.g. {any:?}", self.tensors.len())
+            format!(
+                "; the checkpoint has {} tensors, e.g. {any:?}",
+                self.tensors.len()
+            )
         } else {
             format!("; near it: {near:?}")
         };

@@ -186,7 +186,12 @@ fn locate(src: &Source, scale: f64, causal: Option<usize>, keep: Keep) -> (AttnG
 
 /// The fused attention of f32/f64 operands whose rows may still be strided: `None` when the
 /// backend has no fused kernel for them.
-fn fused_rows(src: Source, scale: f64, causal: Option<usize>, keep: Keep) -> Result<Option<Tensor>> {
+fn fused_rows(
+    src: Source,
+    scale: f64,
+    causal: Option<usize>,
+    keep: Keep,
+) -> Result<Option<Tensor>> {
     match src {
         Source::Separate(q, k, v) => {
             let (q, k, v) = (rows_view(q)?, rows_view(k)?, rows_view(v)?);
@@ -207,7 +212,11 @@ fn fused_on(src: Source, scale: f64, causal: Option<usize>, keep: Keep) -> Resul
         Source::Packed(qkv, _) => vec![qkv.clone()],
     };
     let (geom, lead) = locate(&src, scale, causal, keep);
-    if geom.key_keep.as_ref().is_some_and(|k| k.len() != geom.groups * geom.s) {
+    if geom
+        .key_keep
+        .as_ref()
+        .is_some_and(|k| k.len() != geom.groups * geom.s)
+    {
         return Ok(None);
     }
     let packed = geom.packed;
