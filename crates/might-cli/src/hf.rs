@@ -291,3 +291,129 @@ pub fn inspect_model(dir: &Path, json: bool) -> Res<()> {
     println!("  weights:      {}", files.join(", "));
     Ok(())
 }
+
+/// `might bench embed MODEL_DIR`: sentences per second of a sentence-transformers model on
+/// the lines of `--sentences FILE` (tokenisation included, batches of `batch_size`), the
+/// median of `reps` passes; one JSON line. `bench/hf.py` runs sentence-transformers alike.
+#[cfg(feature = "hf")]
+pub fn bench_embed(
+    dir: &Path,
+    sentences: &Path,
+    batch: usize,
+    reps: usize,
+    threads: Option<usize>,
+) -> Res<()> {
+    use might::models::SentenceTransformer;
+    if let Some(t) = threads {
+        might::set_num_threads(t);
+    }
+    let text = std::fs::read_to_string(sentences)
+        .map_err(|e| CliError(format!("--sentences {}: {e}", sentences.display())))?;
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return Err(CliError(format!("{}: no sentences", sentences.display())));
+    }
+    let st = SentenceTransformer::load(&open(dir)?, might::DType::F32, might::Device::Cpu)?;
+    st.encode(&lines[..batch.min(lines.len())], batch)?; // warm up
+    let mut secs = Vec::new();
+    for _ in 0..reps.max(1) {
+        let t0 = std::time::Instant::now();
+        st.encode(&lines, batch)?;
+        secs.push(t0.elapsed().as_secs_f64());
+    }
+    secs.sort_by(f64::total_cmp);
+    let s = secs[secs.len() / 2];
+    println!(
+        "{{\"bench\":\"embed\",\"sentences\":{},\"batch_size\":{batch},\"threads\":{},\"seconds\":{s:.4},\"sentences_per_s\":{:.2}}}",
+        lines.len(),
+        might::get_num_threads(),
+        lines.len() as f64 / s
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "hf"))]
+pub fn bench_embed(_: &Path, _: &Path, _: usize, _: usize, _: Option<usize>) -> Res<()> {
+    Err(no_tokenizers("bench embed"))
+}
+
+/// `might bench generate`: tokens per second of greedy KV-cached generation with GPT-2 124M
+/// (random weights, the shapes are what matter) from a `prompt`-token prompt, batch 1; the
+/// median of `reps` runs; one JSON line.
+pub fn bench_generate(
+    prompt: usize,
+    tokens: usize,
+    reps: usize,
+    threads: Option<usize>,
+) -> Res<()> {
+    use might::models::generate::SampleConfig;
+    use might::models::{Gpt2, Gpt2Config, Weights};
+    use might::{DType, Device, Tensor};
+    if let Some(t) = threads {
+        might::set_num_threads(t);
+    }
+    let mut cfg = Gpt2Config::gpt2_124m();
+    cfg.eos_token_id = None; // always `tokens` tokens
+    if prompt == 0 || prompt + tokens > cfg.n_positions {
+        return Err(CliError(format!(
+            "--prompt {prompt} + --tokens {tokens} must be positive and fit {} positions",
+            cfg.n_positions
+        )));
+    }
+    might::manual_seed(0);
+    let (c, v, p) = (cfg.n_embd, cfg.vocab_size, cfg.n_positions);
+    let mut named: Vec<(String, Vec<usize>)> = vec![
+        ("wte.weight".into(), vec![v, c]),
+        ("wpe.weight".into(), vec![p, c]),
+        ("ln_f.weight".into(), vec![c]),
+        ("ln_f.bias".into(), vec![c]),
+    ];
+    for i in 0..cfg.n_layer {
+        for (n, s) in [
+            ("ln_1.weight", vec![c]),
+            ("ln_1.bias", vec![c]),
+            ("attn.c_attn.weight", vec![c, 3 * c]),
+            ("attn.c_attn.bias", vec![3 * c]),
+            ("attn.c_proj.weight", vec![c, c]),
+            ("attn.c_proj.bias", vec![c]),
+            ("ln_2.weight", vec![c]),
+            ("ln_2.bias", vec![c]),
+            ("mlp.c_fc.weight", vec![c, 4 * c]),
+            ("mlp.c_fc.bias", vec![4 * c]),
+            ("mlp.c_proj.weight", vec![4 * c, c]),
+            ("mlp.c_proj.bias", vec![c]),
+        ] {
+            named.push((format!("h.{i}.{n}"), s));
+        }
+    }
+    let tensors = named
+        .into_iter()
+        .map(|(n, s)| Ok((n, Tensor::normal(s, 0.0, 0.02, DType::F32)?)))
+        .collect::<might::Result<Vec<_>>>()?;
+    let model = Gpt2::load(cfg, &Weights::new(tensors, DType::F32, Device::Cpu))?;
+    let ids: Vec<i64> = (0..prompt as i64).map(|i| (i * 7919) % v as i64).collect();
+    let greedy = SampleConfig {
+        temperature: 0.0,
+        top_k: None,
+        top_p: None,
+    };
+    let mut gen = might::Generator::new(0);
+    let mut run = || -> Res<(f64, usize)> {
+        let t0 = std::time::Instant::now();
+        let out = model.generate(&ids, tokens, &greedy, &mut gen, |_| Ok(true))?;
+        Ok((t0.elapsed().as_secs_f64(), out.len()))
+    };
+    run()?;
+    let mut rates = Vec::new();
+    for _ in 0..reps.max(1) {
+        let (s, n) = run()?;
+        rates.push(n as f64 / s);
+    }
+    rates.sort_by(f64::total_cmp);
+    println!(
+        "{{\"bench\":\"generate\",\"model\":\"gpt2-124m\",\"prompt\":{prompt},\"tokens\":{tokens},\"threads\":{},\"tokens_per_s\":{:.2}}}",
+        might::get_num_threads(),
+        rates[rates.len() / 2]
+    );
+    Ok(())
+}

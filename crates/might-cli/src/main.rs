@@ -313,6 +313,25 @@ fn main() -> ExitCode {
                     reps,
                 },
         } => bench::matmul(&device, &sizes, reps),
+        Command::Bench {
+            what:
+                BenchWhat::Embed {
+                    model_dir,
+                    sentences,
+                    batch_size,
+                    reps,
+                    threads,
+                },
+        } => hf::bench_embed(&model_dir, &sentences, batch_size, reps, threads),
+        Command::Bench {
+            what:
+                BenchWhat::Generate {
+                    prompt,
+                    tokens,
+                    reps,
+                    threads,
+                },
+        } => hf::bench_generate(prompt, tokens, reps, threads),
         Command::Inspect { file, json } if file.is_dir() => hf::inspect_model(&file, json),
         Command::Inspect { file, json } => inspect::inspect(&file, json).map_err(Into::into),
         Command::Generate(args) => hf::generate(&args),
