@@ -224,6 +224,30 @@ enum BenchWhat {
         #[arg(long)]
         json: bool,
     },
+    /// Sentences per second of a sentence-transformers model (needs --features hf).
+    Embed {
+        model_dir: PathBuf,
+        /// One sentence per line.
+        #[arg(long)]
+        sentences: PathBuf,
+        #[arg(long, default_value_t = 32)]
+        batch_size: usize,
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Tokens per second of greedy GPT-2 124M generation (random weights), batch 1.
+    Generate {
+        #[arg(long, default_value_t = 16)]
+        prompt: usize,
+        #[arg(long, default_value_t = 64)]
+        tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Square f32 matrix products on a device (GFLOP/s per size, one JSON line each).
     Matmul {
         /// cpu, gpu, gpu:N or best.

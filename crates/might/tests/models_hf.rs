@@ -13,6 +13,51 @@ use might::{DType, Device, Generator, Result, Tensor};
 use serde_json::Value;
 use std::path::PathBuf;
 
+mod common;
+
+// the models on every backend: the fused masked attention on the CPU, the composed ops on
+// the reference backend and the GPU
+device_tests!(gpt2_padded_batch_on, bert_padded_batch_on);
+
+fn gpt2_padded_batch_on(dev: Device) -> Result<()> {
+    let e = expected();
+    let md = ModelDir::open(fixtures().join("gpt2-untied"))?;
+    let m = Gpt2::load(
+        Gpt2Config::from_config(&md.config)?,
+        &md.weights(DType::F32, dev)?,
+    )?;
+    let ids = ids_tensor(&e["gpt2_untied_ids"]);
+    let mask = ids_tensor(&e["gpt2_untied_mask"]);
+    let pos = ids_tensor(&e["gpt2_untied_position_ids"]);
+    let masked = m.forward(&ids, Some(&mask), Some(&pos))?;
+    assert_eq!(masked.device(), dev);
+    let want = floats(&e["gpt2_untied_logits_masked"]);
+    assert_close(
+        &format!("{dev:?} masked logits"),
+        &masked.to_f64_vec(),
+        &want,
+        1e-4,
+    );
+    Ok(())
+}
+
+fn bert_padded_batch_on(dev: Device) -> Result<()> {
+    let e = expected();
+    let md = ModelDir::open(fixtures().join("bert-tiny"))?;
+    let m = BertModel::load(
+        BertConfig::from_config(&md.config)?,
+        &md.weights(DType::F32, dev)?,
+    )?;
+    let ids = ids_tensor(&e["bert_tiny_ids"]);
+    let mask = ids_tensor(&e["bert_tiny_mask"]);
+    let types = ids_tensor(&e["bert_tiny_types"]);
+    let out = m.forward(&ids, Some(&types), Some(&mask))?;
+    let want = floats(&e["bert_tiny_hidden"]);
+    let got = out.last_hidden_state.to_f64_vec();
+    assert_close(&format!("{dev:?} hidden states"), &got, &want, 1e-4);
+    Ok(())
+}
+
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hf")
 }
