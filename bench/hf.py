@@ -4,7 +4,6 @@ included on both sides) and GPT-2 124M greedy generation tokens/s (random weight
 KV cache), each at 1 and 2 threads. Writes bench/HF_RESULTS.md and bench/hf_results.json.
 """
 import argparse
-import gzip
 import json
 import os
 import subprocess
@@ -20,9 +19,7 @@ def run(cmd, env=None):
 def sentences(path, n):
     """n sentences from the Shakespeare slice: runs of lines, 5..60 words each (<= 128
     tokens), a realistic mix of short and long inputs."""
-    text = open(os.path.join(HERE, "..", "data", "text", "shakespeare.txt"), encoding="utf-8").read() \
-        if os.path.exists(os.path.join(HERE, "..", "data", "text", "shakespeare.txt")) else \
-        gzip.open(os.path.join(HERE, "..", "data", "text", "shakespeare.txt.gz"), "rt").read()
+    text = open(os.path.join(HERE, "..", "data", "text", "shakespeare_1mb.txt"), encoding="utf-8").read()
     words = text.split()
     out, i, k = [], 0, 0
     while len(out) < n:

@@ -71,12 +71,19 @@ pub fn sample_logits(logits: &[f32], cfg: &SampleConfig, gen: &mut Generator) ->
             v
         }
     };
+    if cfg.temperature == 0.0 {
+        // greedy: the first most likely token, without sorting the vocabulary
+        let mut best = 0;
+        for i in 1..logits.len() {
+            if score(i) > score(best) {
+                best = i;
+            }
+        }
+        return Ok(best);
+    }
     // candidates sorted by logit, most likely first (stable, so ties keep index order)
     let mut order: Vec<usize> = (0..logits.len()).collect();
     order.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
-    if cfg.temperature == 0.0 {
-        return Ok(order[0]);
-    }
     if let Some(k) = cfg.top_k {
         order.truncate(k.min(order.len()));
     }

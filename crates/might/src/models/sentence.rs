@@ -189,11 +189,22 @@ impl SentenceTransformer {
         if sentences.is_empty() {
             return Tensor::zeros_on([0, h], DType::F32, self.bert.device());
         }
+        // longest first, as sentence-transformers batches them: each batch is padded to its
+        // longest sentence, so similar lengths side by side waste little work on padding
+        let mut order: Vec<usize> = (0..sentences.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(sentences[i].chars().count()));
         let mut parts = Vec::new();
-        for chunk in sentences.chunks(batch_size) {
-            let (ids, mask) = self.tokenizer.encode_batch_padded(chunk, true)?;
+        for chunk in order.chunks(batch_size) {
+            let texts: Vec<&str> = chunk.iter().map(|&i| sentences[i]).collect();
+            let (ids, mask) = self.tokenizer.encode_batch_padded(&texts, true)?;
             parts.push(self.embed_ids(&ids, &mask)?);
         }
-        Tensor::cat(&parts, 0)
+        // back to the callers' order
+        let mut inverse = vec![0i64; order.len()];
+        for (pos, &i) in order.iter().enumerate() {
+            inverse[i] = pos as i64;
+        }
+        let inverse = Tensor::from_vec(inverse, [order.len()])?.to_device(self.bert.device())?;
+        Tensor::cat(&parts, 0)?.index_select(0, &inverse)
     }
 }
