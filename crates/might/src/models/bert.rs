@@ -69,7 +69,8 @@ impl BertConfig {
         ];
         if sizes.contains(&0)
             || !c.hidden_size.is_multiple_of(c.num_attention_heads)
-            || !(c.layer_norm_eps > 0.0)
+            || c.layer_norm_eps.is_nan()
+            || c.layer_norm_eps <= 0.0
         {
             return Err(Error::invalid(
                 "BertConfig",

@@ -99,7 +99,7 @@ impl Gpt2Config {
                 ),
             ));
         }
-        if !(c.layer_norm_epsilon > 0.0) {
+        if c.layer_norm_epsilon.is_nan() || c.layer_norm_epsilon <= 0.0 {
             return Err(Error::invalid(
                 "Gpt2Config",
                 format!(
