@@ -212,13 +212,6 @@ fn fused_on(src: Source, scale: f64, causal: Option<usize>, keep: Keep) -> Resul
         Source::Packed(qkv, _) => vec![qkv.clone()],
     };
     let (geom, lead) = locate(&src, scale, causal, keep);
-    if geom
-        .key_keep
-        .as_ref()
-        .is_some_and(|k| k.len() != geom.groups * geom.s)
-    {
-        return Ok(None);
-    }
     let packed = geom.packed;
     let data: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
     // operand j's storage: its own tensor, or the packed one for all three
