@@ -7,6 +7,7 @@
 //! [`Module::named_parameters`] reports the tied tensor once (as `transformer.wte.weight`, so an
 //! optimizer updates it once) while [`Module::state_dict`] lists it under both keys.
 
+use super::kv_cache::{self, KvCache};
 use crate::nn::layers::as_param;
 use crate::nn::{functional, init, prefixed, Embedding, LayerNorm, Linear, Module};
 use crate::ops::attention::{causal_softmax, fused_attention, fused_attention_packed};
@@ -110,28 +111,6 @@ struct Block {
     attn: Attention,
     ln_2: LayerNorm,
     mlp: Mlp,
-}
-
-/// Keys and values of every layer for the positions seen so far, so that each new token costs
-/// one forward over one position instead of the whole context.
-pub struct KvCache {
-    /// Per layer `(k, v)` buffers `[B, H, block_size, D]`, filled up to `len`.
-    layers: Vec<(Tensor, Tensor)>,
-    len: usize,
-}
-
-impl KvCache {
-    /// Positions cached so far.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Forget everything (the buffers are reused).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
 }
 
 /// The GPT model; see the module docs.
@@ -303,11 +282,7 @@ impl Gpt {
         let c = &self.config;
         let shape = [batch, c.n_head, c.block_size, c.n_embd / c.n_head];
         let (dt, dev) = (self.wte.weight.dtype(), self.wte.weight.device());
-        let zeros = || Tensor::zeros_on(shape, dt, dev);
-        let layers = (0..c.n_layer)
-            .map(|_| Ok((zeros()?, zeros()?)))
-            .collect::<Result<_>>()?;
-        Ok(KvCache { layers, len: 0 })
+        KvCache::zeros(c.n_layer, shape, dt, dev)
     }
 
     /// Logits `[B, T, vocab]` of `idx` continuing the `cache.len()` positions already in
@@ -317,13 +292,7 @@ impl Gpt {
     #[track_caller]
     pub fn forward_cached(&self, idx: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
         let _g = no_grad();
-        if idx.rank() != 2
-            || cache.layers.len() != self.h.len()
-            || cache
-                .layers
-                .first()
-                .is_some_and(|(k, _)| k.dims()[0] != idx.dims()[0])
-        {
+        if idx.rank() != 2 || !cache.fits(self.h.len(), idx.dims()[0]) {
             return Err(Error::shape(
                 "Gpt::forward_cached",
                 format!("cache does not fit this model and batch {}", idx.shape()),
@@ -390,11 +359,8 @@ impl Gpt {
         };
         let (q, mut k, mut v) = (third(0)?, third(1)?, third(2)?);
         let mut offset = 0;
-        if let Some(((kc, vc), past)) = kv {
-            kc.narrow(2, past, t)?.copy_(&k)?;
-            vc.narrow(2, past, t)?.copy_(&v)?;
-            k = kc.narrow(2, 0, past + t)?;
-            v = vc.narrow(2, 0, past + t)?;
+        if let Some((layer, past)) = kv {
+            (k, v) = kv_cache::append(layer, past, &k, &v)?;
             offset = past;
         }
         let fused = if dropout {

@@ -10,6 +10,7 @@
 
 use super::config::{Activation, HfConfig};
 use super::generate::{sample_logits, SampleConfig};
+use super::kv_cache::{self, KvCache};
 use super::weights::Weights;
 use crate::nn::{
     average_fully_masked, functional, key_keep_from_mask, masked_attention, LayerNorm, Module,
@@ -139,25 +140,6 @@ struct Block {
     mlp_proj: Proj,
 }
 
-/// Keys and values of every layer for the positions seen so far (generation), plus the
-/// attention mask of those positions.
-pub struct Gpt2Cache {
-    /// Per layer `(k, v)` buffers `[B, H, n_positions, D]`, filled up to `len`.
-    layers: Vec<(Tensor, Tensor)>,
-    len: usize,
-    batch: usize,
-}
-
-impl Gpt2Cache {
-    /// Positions cached so far.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
 /// `GPT2LMHeadModel`; see the module docs.
 pub struct Gpt2 {
     pub config: Gpt2Config,
@@ -239,18 +221,10 @@ impl Gpt2 {
     }
 
     /// An empty cache for `batch` sequences.
-    pub fn new_cache(&self, batch: usize) -> Result<Gpt2Cache> {
+    pub fn new_cache(&self, batch: usize) -> Result<KvCache> {
         let c = &self.config;
         let shape = [batch, c.n_head, c.n_positions, c.n_embd / c.n_head];
-        let zeros = || Tensor::zeros_on(shape, self.dtype(), self.device());
-        let layers = (0..c.n_layer)
-            .map(|_| Ok((zeros()?, zeros()?)))
-            .collect::<Result<_>>()?;
-        Ok(Gpt2Cache {
-            layers,
-            len: 0,
-            batch,
-        })
+        KvCache::zeros(c.n_layer, shape, self.dtype(), self.device())
     }
 
     /// Logits of `input_ids: [B, T]` continuing the positions already in `cache`, then append
@@ -262,16 +236,15 @@ impl Gpt2 {
         input_ids: &Tensor,
         attention_mask: Option<&Tensor>,
         position_ids: Option<&Tensor>,
-        cache: &mut Gpt2Cache,
+        cache: &mut KvCache,
     ) -> Result<Tensor> {
         let _g = no_grad();
-        if input_ids.rank() != 2 || input_ids.dims()[0] != cache.batch {
+        if input_ids.rank() != 2 || !cache.fits(self.h.len(), input_ids.dims()[0]) {
             return Err(Error::shape(
                 "Gpt2::forward_cached",
                 format!(
-                    "input_ids {} do not fit a cache for batch {}",
-                    input_ids.shape(),
-                    cache.batch
+                    "the cache does not fit this model and input_ids {}",
+                    input_ids.shape()
                 ),
             ));
         }
@@ -285,7 +258,7 @@ impl Gpt2 {
         ids: &Tensor,
         mask: Option<&Tensor>,
         pos: Option<&Tensor>,
-        mut cache: Option<&mut Gpt2Cache>,
+        mut cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         const OP: &str = "Gpt2";
         let past = cache.as_ref().map_or(0, |c| c.len);
@@ -393,11 +366,8 @@ impl Gpt2 {
         };
         let (q, mut k, mut v) = (part(0)?, part(1)?, part(2)?);
         let mut offset = 0;
-        if let Some(((kc, vc), past)) = kv {
-            kc.narrow(2, past, t)?.copy_(&k)?;
-            vc.narrow(2, past, t)?.copy_(&v)?;
-            k = kc.narrow(2, 0, past + t)?;
-            v = vc.narrow(2, 0, past + t)?;
+        if let Some((layer, past)) = kv {
+            (k, v) = kv_cache::append(layer, past, &k, &v)?;
             offset = past;
         }
         let y = masked_attention(&q, &k, &v, scale, Some(offset), keep)?;

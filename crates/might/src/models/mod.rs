@@ -17,16 +17,18 @@ mod config;
 pub mod generate;
 mod gpt2;
 mod hub;
+mod kv_cache;
 mod sentence;
 #[cfg(feature = "tokenizers")]
 mod tokenizer;
 mod weights;
 
 pub use bert::{BertConfig, BertModel, BertOutput};
-pub use char_gpt::{Gpt, GptConfig, KvCache};
+pub use char_gpt::{Gpt, GptConfig};
 pub use config::{Activation, HfConfig};
-pub use gpt2::{Gpt2, Gpt2Cache, Gpt2Config};
+pub use gpt2::{Gpt2, Gpt2Config};
 pub use hub::{Architecture, ModelDir};
+pub use kv_cache::KvCache;
 pub use sentence::{Pooling, SentenceTransformer};
 #[cfg(feature = "tokenizers")]
 pub use tokenizer::Tokenizer;
