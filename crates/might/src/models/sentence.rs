@@ -189,14 +189,15 @@ impl SentenceTransformer {
         if sentences.is_empty() {
             return Tensor::zeros_on([0, h], DType::F32, self.bert.device());
         }
-        // longest first, as sentence-transformers batches them: each batch is padded to its
-        // longest sentence, so similar lengths side by side waste little work on padding
+        // longest first (as sentence-transformers, which sorts by characters; sorting by
+        // tokens pads less): each batch is padded to its longest sentence
+        let seqs = self.tokenizer.encode_batch(sentences, true)?;
         let mut order: Vec<usize> = (0..sentences.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(sentences[i].chars().count()));
+        order.sort_by_key(|&i| std::cmp::Reverse(seqs[i].len()));
         let mut parts = Vec::new();
         for chunk in order.chunks(batch_size) {
-            let texts: Vec<&str> = chunk.iter().map(|&i| sentences[i]).collect();
-            let (ids, mask) = self.tokenizer.encode_batch_padded(&texts, true)?;
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
+            let (ids, mask) = self.tokenizer.pad(&batch)?;
             parts.push(self.embed_ids(&ids, &mask)?);
         }
         // back to the callers' order

@@ -6,7 +6,7 @@ use crate::{Error, Result, Tensor};
 use std::path::Path;
 use tokenizers::models::bpe::BPE;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::{AddedToken, PaddingParams, TruncationParams};
+use tokenizers::{AddedToken, TruncationParams};
 
 /// A text ↔ token-ids converter.
 #[derive(Clone)]
@@ -97,6 +97,41 @@ impl Tokenizer {
         Ok(enc.get_ids().to_vec())
     }
 
+    /// Token ids of several texts (encoded in parallel), unpadded.
+    #[track_caller]
+    pub fn encode_batch(&self, texts: &[&str], add_special_tokens: bool) -> Result<Vec<Vec<u32>>> {
+        let encs = self
+            .inner
+            .encode_batch(texts.to_vec(), add_special_tokens)
+            .map_err(|e| err("Tokenizer::encode", e))?;
+        Ok(encs.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    /// The padding id: `[PAD]`'s, else 0.
+    pub fn pad_id(&self) -> u32 {
+        self.inner.token_to_id("[PAD]").unwrap_or(0)
+    }
+
+    /// `seqs` padded on the right to the longest with [`Tokenizer::pad_id`]:
+    /// `(input_ids, attention_mask)`, both int64 `[N, T]`.
+    #[track_caller]
+    pub fn pad(&self, seqs: &[&[u32]]) -> Result<(Tensor, Tensor)> {
+        let t = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
+        let pad = self.pad_id() as i64;
+        let mut ids = Vec::with_capacity(seqs.len() * t);
+        let mut mask = Vec::with_capacity(seqs.len() * t);
+        for s in seqs {
+            ids.extend(s.iter().map(|&i| i as i64));
+            ids.extend(std::iter::repeat_n(pad, t - s.len()));
+            mask.extend(std::iter::repeat_n(1i64, s.len()));
+            mask.extend(std::iter::repeat_n(0i64, t - s.len()));
+        }
+        Ok((
+            Tensor::from_vec(ids, [seqs.len(), t])?,
+            Tensor::from_vec(mask, [seqs.len(), t])?,
+        ))
+    }
+
     /// Token ids of several texts, padded on the right to the longest with the pad token
     /// (`[PAD]`, else id 0): `(input_ids, attention_mask)`, both int64 `[N, T]`.
     #[track_caller]
@@ -105,30 +140,9 @@ impl Tokenizer {
         texts: &[&str],
         add_special_tokens: bool,
     ) -> Result<(Tensor, Tensor)> {
-        let mut tok = self.inner.clone();
-        let (pad_id, pad_token) = match tok.token_to_id("[PAD]") {
-            Some(id) => (id, "[PAD]".to_string()),
-            None => (0, tok.id_to_token(0).unwrap_or_default()),
-        };
-        tok.with_padding(Some(PaddingParams {
-            pad_id,
-            pad_token,
-            ..Default::default()
-        }));
-        let encs = tok
-            .encode_batch(texts.to_vec(), add_special_tokens)
-            .map_err(|e| err("Tokenizer::encode", e))?;
-        let t = encs.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(texts.len() * t);
-        let mut mask = Vec::with_capacity(texts.len() * t);
-        for e in &encs {
-            ids.extend(e.get_ids().iter().map(|&i| i as i64));
-            mask.extend(e.get_attention_mask().iter().map(|&m| m as i64));
-        }
-        Ok((
-            Tensor::from_vec(ids, [texts.len(), t])?,
-            Tensor::from_vec(mask, [texts.len(), t])?,
-        ))
+        let seqs = self.encode_batch(texts, add_special_tokens)?;
+        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+        self.pad(&refs)
     }
 
     /// The text of `ids` (`skip_special_tokens` drops `[CLS]`, `<|endoftext|>`, ...).
