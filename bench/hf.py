@@ -31,6 +31,16 @@ def sentences(path, n):
         f.write("\n".join(out) + "\n")
 
 
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "an unknown CPU"
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--might", required=True)
@@ -65,7 +75,7 @@ def main():
         "",
         f"Measured in one run by `bench/hf.sh` ({a.sentences} Shakespeare sentences of 5-60 words,"
         f" batches of 32; GPT-2 124M random weights, 16-token prompt, {a.tokens} greedy tokens;"
-        f" median of {a.reps}).",
+        f" median of {a.reps}) on {cpu_name()}, {os.cpu_count()} cores.",
         "",
         "| threads | MiniLM sentences/s: might | PyTorch | ratio | GPT-2 124M tokens/s: might | PyTorch | ratio |",
         "|---:|---:|---:|---:|---:|---:|---:|",
