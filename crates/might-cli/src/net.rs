@@ -10,12 +10,20 @@ use might::{Result, Tensor};
 use crate::train::CliError;
 
 /// `Flatten → Linear(in, hidden) → ReLU → Linear(hidden, classes)`: the classic MNIST MLP.
-pub fn mlp(inputs: usize, hidden: usize, classes: usize) -> Sequential {
-    Sequential::new()
+pub fn mlp(inputs: usize, hidden: usize, classes: usize) -> Result<Sequential> {
+    Ok(Sequential::new()
         .add(Flatten::new())
-        .add(Linear::new(inputs, hidden, true))
+        .add(Linear::new(inputs, hidden, true)?)
         .add(ReLU)
-        .add(Linear::new(hidden, classes, true))
+        .add(Linear::new(hidden, classes, true)?))
+}
+
+/// `a * b * c` for a layer's input size, or an error naming the layer where it overflows
+/// (sizes can come from a checkpoint's metadata).
+fn product(layer: &str, dims: &[usize]) -> Result<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| might::Error::invalid(layer, format!("input size {dims:?} overflows")))
 }
 
 /// `Conv2d(cin, cout, 3, padding 1) → BatchNorm2d → ReLU` appended to `net`. The conv has no
@@ -28,7 +36,7 @@ fn conv_bn_relu(net: Sequential, cin: usize, cout: usize) -> Result<Sequential> 
     };
     Ok(net
         .add(Conv2d::new(cin, cout, 3, cfg)?)
-        .add(BatchNorm2d::new(cout))
+        .add(BatchNorm2d::new(cout)?)
         .add(ReLU))
 }
 
@@ -41,10 +49,14 @@ pub fn gray_cnn([c, h, w]: [usize; 3], classes: usize) -> Result<Sequential> {
     Ok(net
         .add(Flatten::new())
         .add(Dropout::new(0.25))
-        .add(Linear::new(64 * (h / 4) * (w / 4), 128, true))
+        .add(Linear::new(
+            product("Linear", &[64, h / 4, w / 4])?,
+            128,
+            true,
+        )?)
         .add(ReLU)
         .add(Dropout::new(0.25))
-        .add(Linear::new(128, classes, true)))
+        .add(Linear::new(128, classes, true)?))
 }
 
 /// Channels of the CIFAR CNN's conv layers and whether a 2x2 max pool follows each.
@@ -67,7 +79,11 @@ pub fn rgb_cnn([c, h, w]: [usize; 3], classes: usize) -> Result<Sequential> {
     Ok(net
         .add(Flatten::new())
         .add(Dropout::new(0.25))
-        .add(Linear::new(cin * (h / 8) * (w / 8), classes, true)))
+        .add(Linear::new(
+            product("Linear", &[cin, h / 8, w / 8])?,
+            classes,
+            true,
+        )?))
 }
 
 /// The convolutional model for a dataset: the gray CNN for 1-channel inputs (MNIST,
@@ -109,7 +125,11 @@ pub fn small_cnn(
             .add(ReLU)
             .add(MaxPool2d::new(2))
             .add(Flatten::new())
-            .add(Linear::new(16 * side(h) * side(w), classes, true)),
+            .add(Linear::new(
+                product("Linear", &[16, side(h), side(w)])?,
+                classes,
+                true,
+            )?),
     ))
 }
 

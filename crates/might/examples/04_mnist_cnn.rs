@@ -26,7 +26,7 @@ fn block(net: Sequential, cin: usize, cout: usize) -> might::Result<Sequential> 
     };
     Ok(net
         .add(Conv2d::new(cin, cout, 3, cfg)?)
-        .add(BatchNorm2d::new(cout))
+        .add(BatchNorm2d::new(cout)?)
         .add(ReLU)
         .add(MaxPool2d::new(2)))
 }
@@ -57,10 +57,10 @@ fn main() -> might::Result<()> {
     let mut model = net
         .add(Flatten::new())
         .add(Dropout::new(0.25))
-        .add(Linear::new(64 * 7 * 7, 128, true))
+        .add(Linear::new(64 * 7 * 7, 128, true)?)
         .add(ReLU)
         .add(Dropout::new(0.25))
-        .add(Linear::new(128, 10, true));
+        .add(Linear::new(128, 10, true)?);
     println!("{} parameters", model.num_parameters());
 
     // Adam; the one-cycle schedule warms the lr up to 3e-3 and anneals it to ~0 by the end.

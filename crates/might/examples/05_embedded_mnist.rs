@@ -29,9 +29,9 @@ impl Classifier {
         let (tensors, meta) = load_bytes_with_metadata(bytes)?;
         let mut model = Sequential::new()
             .add(Flatten::new())
-            .add(Linear::new(784, 128, true))
+            .add(Linear::new(784, 128, true)?)
             .add(ReLU)
-            .add(Linear::new(128, 10, true));
+            .add(Linear::new(128, 10, true)?);
         model.eval();
         load_state_dict(&model, &tensors, true)?;
         let field = |k: &str| -> Result<f32> {

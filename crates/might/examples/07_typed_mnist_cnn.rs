@@ -39,9 +39,9 @@ impl Cnn {
     fn new() -> might::Result<Cnn> {
         Ok(Cnn {
             conv1: Conv2d::without_bias()?,
-            bn1: BatchNorm2d::new(),
+            bn1: BatchNorm2d::new()?,
             conv2: Conv2d::without_bias()?,
-            bn2: BatchNorm2d::new(),
+            bn2: BatchNorm2d::new()?,
             fc1: Linear::new()?,
             fc2: Linear::new()?,
             training: true,

@@ -25,9 +25,9 @@ fn main() -> might::Result<()> {
 
     // A model moves its parameters in place; an optimizer made after steps them there.
     let model = Sequential::new()
-        .add(Linear::new(3, 16, true))
+        .add(Linear::new(3, 16, true)?)
         .add(ReLU)
-        .add(Linear::new(16, 2, true));
+        .add(Linear::new(16, 2, true)?);
     model.to_device(gpu)?;
     let mut opt = AdamW::new(
         model.parameters(),

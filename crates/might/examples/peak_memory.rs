@@ -70,9 +70,9 @@ fn main() -> Result<()> {
     might::manual_seed(0);
     let y = Tensor::rand_int(0, 10, [64])?;
     let mlp = Sequential::new()
-        .add(Linear::new(784, 128, true))
+        .add(Linear::new(784, 128, true)?)
         .add(ReLU)
-        .add(Linear::new(128, 10, true));
+        .add(Linear::new(128, 10, true)?);
     step(
         "MLP 784-128-10, B=64",
         &mlp,
@@ -88,7 +88,7 @@ fn main() -> Result<()> {
         .add(ReLU)
         .add(MaxPool2d::new(2))
         .add(Flatten::default())
-        .add(Linear::new(400, 10, true));
+        .add(Linear::new(400, 10, true)?);
     step(
         "CNN conv8-pool-conv16-pool-fc, B=64",
         &cnn,

@@ -39,9 +39,9 @@ fn main() -> might::Result<()> {
     // Same layout as PyTorch's nn.Sequential(Flatten, Linear, ReLU, Linear): names 1.*, 3.*.
     let model = Sequential::new()
         .add(Flatten::new())
-        .add(Linear::new(784, 128, true))
+        .add(Linear::new(784, 128, true)?)
         .add(ReLU)
-        .add(Linear::new(128, 10, true));
+        .add(Linear::new(128, 10, true)?);
     let mut opt = Sgd::new(
         model.parameters(),
         SgdConfig {

@@ -25,6 +25,8 @@ pub enum ErrorKind {
     Format,
     /// Anything else (bad argument values...).
     Invalid,
+    /// A buffer would not fit the memory budget, or the allocator refused it.
+    Memory,
 }
 
 /// The error type of every fallible might operation.

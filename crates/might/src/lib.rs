@@ -28,6 +28,7 @@ pub mod dtype;
 pub mod error;
 pub mod io;
 pub mod layout;
+pub mod limits;
 pub mod models;
 pub mod nn;
 pub mod ops;
@@ -46,6 +47,7 @@ pub use device::{
 pub use dtype::{DType, WithDType};
 pub use error::{Error, ErrorKind, Result};
 pub use layout::Layout;
+pub use limits::{memory_limit, set_memory_limit};
 pub use precision::{get_float32_matmul_precision, set_float32_matmul_precision, MatmulPrecision};
 pub use shape::{broadcast_shapes, strict_broadcast, Shape};
 pub(crate) use storage::Storage;

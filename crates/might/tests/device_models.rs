@@ -34,9 +34,9 @@ fn close(a: &Tensor, b: &Tensor, tol: f64, what: &str) {
 
 fn mlp() -> Sequential {
     Sequential::new()
-        .add(Linear::new(4, 8, true))
+        .add(Linear::new(4, 8, true).unwrap())
         .add(ReLU)
-        .add(Linear::new(8, 3, true))
+        .add(Linear::new(8, 3, true).unwrap())
 }
 
 fn to_device_moves_parameters_in_place(dev: Device) -> Result<()> {

@@ -39,7 +39,7 @@ fn cnn() -> Result<Sequential> {
         .add(ReLU)
         .add(MaxPool2d::new(2))
         .add(Flatten::new())
-        .add(Linear::new(4 * 3 * 3, 5, true)))
+        .add(Linear::new(4 * 3 * 3, 5, true).unwrap()))
 }
 
 /// A CNN takes the same SGD steps on both devices; after the first step the GPU

@@ -157,7 +157,7 @@ fn small_products_stay_f32_at_medium() -> Result<()> {
 fn linear_layer_trains_at_medium() -> Result<()> {
     let _s = setting();
     might::manual_seed(7);
-    let layer = Linear::new(96, 80, true);
+    let layer = Linear::new(96, 80, true).unwrap();
     let x = Tensor::randn([64, 96], DType::F32)?;
     let run = |p: MatmulPrecision| -> Result<Vec<Vec<f32>>> {
         might::set_float32_matmul_precision(p);

@@ -57,7 +57,7 @@ fn linear_hand_computed_and_shape_error() -> Result<()> {
 #[test]
 fn linear_default_init_is_uniform_within_one_over_sqrt_fan_in() -> Result<()> {
     let _seed = seeded(3);
-    let l = Linear::new(16, 32, true);
+    let l = Linear::new(16, 32, true).unwrap();
     assert_eq!(l.weight.dims(), &[32, 16]);
     assert_eq!(l.weight.dtype(), DType::F32);
     assert!(l.weight.requires_grad() && l.weight.is_leaf());
@@ -152,10 +152,10 @@ impl Module for Mlp {
 fn parameter_names_follow_pytorch() -> Result<()> {
     let _seed = seeded(0); // draws from the shared generator
     let seq = Sequential::new()
-        .add(Linear::new(4, 8, true))
+        .add(Linear::new(4, 8, true).unwrap())
         .add(ReLU)
-        .add(BatchNorm1d::new(8))
-        .add(Linear::new(8, 2, false));
+        .add(BatchNorm1d::new(8).unwrap())
+        .add(Linear::new(8, 2, false).unwrap());
     let names: Vec<String> = seq.named_parameters().into_iter().map(|p| p.0).collect();
     assert_eq!(
         names,
@@ -179,8 +179,8 @@ fn parameter_names_follow_pytorch() -> Result<()> {
     let nested = prefixed("layers", seq.named_parameters());
     assert_eq!(nested[0].0, "layers.0.weight");
     let mlp = Mlp {
-        fc1: Linear::new(2, 3, true),
-        fc2: Linear::new(3, 1, true),
+        fc1: Linear::new(2, 3, true).unwrap(),
+        fc2: Linear::new(3, 1, true).unwrap(),
     };
     let names: Vec<String> = mlp.named_parameters().into_iter().map(|p| p.0).collect();
     assert_eq!(names, ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]);
@@ -259,7 +259,7 @@ fn embedding_lookup_and_grad() -> Result<()> {
         &[w],
         gc(),
     )?;
-    let e = Embedding::new(5, 3);
+    let e = Embedding::new(5, 3).unwrap();
     assert_eq!(e.weight.dims(), &[5, 3]);
     // padding_idx: zero row, looked up as is, never gets a gradient
     let e = Embedding::with_padding_idx(4, 2, 1)?;
@@ -330,7 +330,7 @@ fn layer_norm_hand_values_and_gradcheck() -> Result<()> {
     close(&y32.to_f64_vec(), &y64.to_vec::<f64>()?, 1e-5);
     // f32 kernel agrees with the f64 one; a non-contiguous input is fine
     let xt = x.transpose(0, 2)?;
-    let ln = LayerNorm::new(3);
+    let ln = LayerNorm::new(3).unwrap();
     let a = ln.forward(&xt.to_dtype(DType::F32)?)?.to_f64_vec();
     let ln64 = LayerNorm::from_weights(Tensor::ones([3], DType::F64)?, None, 1e-5)?;
     close(&a, &ln64.forward(&xt)?.to_f64_vec(), 1e-5);
@@ -347,7 +347,7 @@ fn layer_norm_hand_values_and_gradcheck() -> Result<()> {
 #[test]
 fn rms_norm_hand_values_and_gradcheck() -> Result<()> {
     let x = t64(&[3., 4.], &[1, 2]);
-    let r = RMSNorm::with_config(&[2], Some(0.0), false);
+    let r = RMSNorm::with_config(&[2], Some(0.0), false).unwrap();
     // rms = sqrt((9 + 16) / 2)
     let k = (12.5f64).sqrt();
     close(&r.forward(&x)?.to_vec::<f64>()?, &[3. / k, 4. / k], 1e-12);
@@ -364,7 +364,7 @@ fn rms_norm_hand_values_and_gradcheck() -> Result<()> {
 #[test]
 fn batchnorm1d_running_stats_after_two_steps_and_eval() -> Result<()> {
     let _seed = seeded(0); // draws from the shared generator
-    let mut bn = BatchNorm1d::new(2);
+    let mut bn = BatchNorm1d::new(2).unwrap();
     // channel 0: [1, 3] -> mean 2, biased var 1, unbiased 2; channel 1: [0, 0] -> 0, 0
     let x1 = Tensor::from_vec(vec![1f32, 0., 3., 0.], [2, 2])?;
     let y = bn.forward(&x1)?.to_f64_vec();
@@ -426,7 +426,7 @@ fn batchnorm2d_f32_long_planes_match_f64_formulas() -> Result<()> {
         xg.requires_grad_(true);
         wt.requires_grad_(true);
         bt.requires_grad_(true);
-        let mut bn = BatchNorm2d::new(c);
+        let mut bn = BatchNorm2d::new(c).unwrap();
         bn.set_affine(Some(wt.clone()), Some(bt.clone()))?;
         let y = bn.forward(&xg)?;
         y.mul(&r)?.sum_all()?.backward()?;
@@ -493,11 +493,11 @@ fn batchnorm_relu_fused_matches_separate_ops() -> Result<()> {
             };
             let (wa, ba) = (Some(wg.clone()), Some(bg.clone()));
             let y = if dims.len() == 4 {
-                let mut bn = BatchNorm2d::new(c);
+                let mut bn = BatchNorm2d::new(c).unwrap();
                 bn.set_affine(wa, ba)?;
                 run(Box::new(bn))?
             } else {
-                let mut bn = BatchNorm1d::new(c);
+                let mut bn = BatchNorm1d::new(c).unwrap();
                 bn.set_affine(wa, ba)?;
                 run(Box::new(bn))?
             };
@@ -527,7 +527,7 @@ fn batchnorm_relu_fused_matches_separate_ops() -> Result<()> {
     let b = Tensor::randn([2], DType::F64)?;
     gradcheck(
         |i| {
-            let mut bn = BatchNorm2d::new(2);
+            let mut bn = BatchNorm2d::new(2).unwrap();
             bn.set_affine(Some(i[1].clone()), Some(i[2].clone()))?;
             Sequential::new().add(bn).add(ReLU).forward(&i[0])
         },
@@ -543,7 +543,7 @@ fn batchnorm_gradcheck_train_and_eval() -> Result<()> {
     let w = Tensor::randn([3], DType::F64)?;
     let b = Tensor::randn([3], DType::F64)?;
     let run = |i: &[Tensor], train: bool| -> Result<Tensor> {
-        let mut bn = BatchNorm1d::new(3);
+        let mut bn = BatchNorm1d::new(3).unwrap();
         bn.set_affine(Some(i[1].clone()), Some(i[2].clone()))?;
         bn.train(train);
         bn.forward(&i[0])
@@ -553,7 +553,7 @@ fn batchnorm_gradcheck_train_and_eval() -> Result<()> {
     let x4 = Tensor::randn([2, 3, 2, 2], DType::F64)?;
     gradcheck(
         |i| {
-            let mut bn = BatchNorm2d::new(3);
+            let mut bn = BatchNorm2d::new(3).unwrap();
             bn.set_affine(Some(i[1].clone()), Some(i[2].clone()))?;
             bn.forward(&i[0])
         },
@@ -561,7 +561,7 @@ fn batchnorm_gradcheck_train_and_eval() -> Result<()> {
         gc(),
     )?;
     let x3 = Tensor::randn([2, 3, 4], DType::F64)?;
-    gradcheck(|i| BatchNorm1d::new(3).forward(&i[0]), &[x3], gc())
+    gradcheck(|i| BatchNorm1d::new(3).unwrap().forward(&i[0]), &[x3], gc())
 }
 
 #[test]
@@ -691,9 +691,9 @@ fn init_functions_follow_pytorch_fans() -> Result<()> {
 fn mlp_learns_xor_with_plain_gradient_descent() -> Result<()> {
     let _seed = seeded(42);
     let model = Sequential::new()
-        .add(Linear::new(2, 8, true))
+        .add(Linear::new(2, 8, true).unwrap())
         .add(Tanh)
-        .add(Linear::new(8, 1, true));
+        .add(Linear::new(8, 1, true).unwrap());
     let x = Tensor::from_vec(vec![0f32, 0., 0., 1., 1., 0., 1., 1.], [4, 2])?;
     let y = Tensor::from_vec(vec![0f32, 1., 1., 0.], [4, 1])?;
     let params = model.parameters();

@@ -59,7 +59,7 @@ fn conv2d_layer_shapes_init_and_names() -> Result<()> {
         .add(ReLU)
         .add(MaxPool2d::new(2))
         .add(Flatten::new())
-        .add(Linear::new(8 * 2 * 2, 10, true));
+        .add(Linear::new(8 * 2 * 2, 10, true).unwrap());
     let names: Vec<String> = net.named_parameters().into_iter().map(|p| p.0).collect();
     assert_eq!(names, ["0.weight", "0.bias", "4.weight", "4.bias"]);
     assert_eq!(

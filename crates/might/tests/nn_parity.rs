@@ -118,21 +118,17 @@ fn usizes(v: &Value) -> Vec<usize> {
 fn build(kind: &str, c: &Value, dev: Device) -> Result<Option<Box<dyn Module>>> {
     let u = |k: &str| c[k].as_u64().unwrap() as usize;
     Ok(Some(match kind {
-        "linear" => Box::new(Linear::new(u("in"), u("out"), c["bias"].as_bool().unwrap())),
-        "layernorm" => Box::new(LayerNorm::with_config(
-            &usizes(&c["shape"]),
-            c["eps"].as_f64().unwrap(),
-            true,
-            true,
-        )),
-        "rmsnorm" => Box::new(RMSNorm::with_config(
-            &usizes(&c["shape"]),
-            c["eps"].as_f64(),
-            true,
-        )),
-        "batchnorm1d" => Box::new(BatchNorm1d::new(u("c"))),
-        "batchnorm2d" => Box::new(BatchNorm2d::new(u("c"))),
-        "embedding" => Box::new(Embedding::new(u("n"), u("d"))),
+        "linear" => Box::new(Linear::new(u("in"), u("out"), c["bias"].as_bool().unwrap()).unwrap()),
+        "layernorm" => Box::new(
+            LayerNorm::with_config(&usizes(&c["shape"]), c["eps"].as_f64().unwrap(), true, true)
+                .unwrap(),
+        ),
+        "rmsnorm" => {
+            Box::new(RMSNorm::with_config(&usizes(&c["shape"]), c["eps"].as_f64(), true).unwrap())
+        }
+        "batchnorm1d" => Box::new(BatchNorm1d::new(u("c")).unwrap()),
+        "batchnorm2d" => Box::new(BatchNorm2d::new(u("c")).unwrap()),
+        "embedding" => Box::new(Embedding::new(u("n"), u("d")).unwrap()),
         "gelu" => Box::new(GELU::new()),
         "gelu_tanh" => Box::new(GELU::tanh()),
         "silu" => Box::new(SiLU),

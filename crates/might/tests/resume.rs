@@ -28,10 +28,10 @@ struct Run {
 fn build(seed: u64) -> Run {
     might::manual_seed(seed);
     let model = Sequential::new()
-        .add(Linear::new(6, 16, true))
+        .add(Linear::new(6, 16, true).unwrap())
         .add(ReLU)
         .add(Dropout::new(0.3))
-        .add(Linear::new(16, 3, true));
+        .add(Linear::new(16, 3, true).unwrap());
     let mut opt = AdamW::new(
         model.parameters(),
         AdamConfig {

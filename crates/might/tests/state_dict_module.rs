@@ -8,9 +8,9 @@ use might::{DType, Tensor};
 
 fn mlp() -> Sequential {
     Sequential::new()
-        .add(Linear::new(4, 3, true))
+        .add(Linear::new(4, 3, true).unwrap())
         .add(ReLU)
-        .add(Linear::new(3, 2, true))
+        .add(Linear::new(3, 2, true).unwrap())
 }
 
 #[test]

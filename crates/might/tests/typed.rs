@@ -131,7 +131,7 @@ fn layers_give_dynamic_shapes_values_and_gradients() -> Result<()> {
     might::manual_seed(2);
     let conv = Conv2d::<3, 8, 3, 2, 1>::new()?;
     let pool = MaxPool2d::<2>::new();
-    let bn = BatchNorm2d::<8>::new();
+    let bn = BatchNorm2d::<8>::new().unwrap();
     let x: Tensor4<Dyn, 3, 9, 9> = Tensor4::from_dyn(Tensor::randn([2, 3, 9, 9], DType::F32)?)?;
     let x = x.with_requires_grad();
     let h: Tensor4<Dyn, 8, 5, 5> = conv.forward(&x)?;
@@ -152,7 +152,7 @@ fn layers_give_dynamic_shapes_values_and_gradients() -> Result<()> {
         [1, 1],
         1,
     )?;
-    let nb = DynBatchNorm2d::new(8);
+    let nb = DynBatchNorm2d::new(8).unwrap();
     let hd = nb
         .forward(&hd)?
         .relu()?
@@ -307,9 +307,9 @@ fn typed_mlp_trains_bit_for_bit_like_the_dynamic_one() -> Result<()> {
     // typed Linear layers against nn::Linear in a Sequential (the fused linear kernel)
     might::manual_seed(5);
     let seq = Sequential::new()
-        .add(DynLinear::new(784, 64, true))
+        .add(DynLinear::new(784, 64, true).unwrap())
         .add(ReLU)
-        .add(DynLinear::new(64, 10, true));
+        .add(DynLinear::new(64, 10, true).unwrap());
     might::manual_seed(5);
     let (l1, l2) = (Linear::<784, 64>::new()?, Linear::<64, 10>::new()?);
     let (x, y) = &data[0];
@@ -341,7 +341,7 @@ fn cnn_dynamic() -> Result<Sequential> {
     let block = |net: Sequential, cin: usize, cout: usize| -> Result<Sequential> {
         Ok(net
             .add(DynConv2d::new(cin, cout, 3, cfg)?)
-            .add(DynBatchNorm2d::new(cout))
+            .add(DynBatchNorm2d::new(cout).unwrap())
             .add(ReLU)
             .add(DynMaxPool2d::new(2)))
     };
@@ -349,10 +349,10 @@ fn cnn_dynamic() -> Result<Sequential> {
     Ok(net
         .add(Flatten::new())
         .add(Dropout::new(0.25))
-        .add(DynLinear::new(64 * 7 * 7, 128, true))
+        .add(DynLinear::new(64 * 7 * 7, 128, true).unwrap())
         .add(ReLU)
         .add(Dropout::new(0.25))
-        .add(DynLinear::new(128, 10, true)))
+        .add(DynLinear::new(128, 10, true).unwrap()))
 }
 
 /// The typed CNN of `examples/07_typed_mnist_cnn.rs`.
@@ -370,9 +370,9 @@ impl TypedCnn {
     fn new() -> Result<TypedCnn> {
         Ok(TypedCnn {
             conv1: Conv2d::without_bias()?,
-            bn1: BatchNorm2d::new(),
+            bn1: BatchNorm2d::new().unwrap(),
             conv2: Conv2d::without_bias()?,
-            bn2: BatchNorm2d::new(),
+            bn2: BatchNorm2d::new().unwrap(),
             fc1: Linear::new()?,
             fc2: Linear::new()?,
             training: true,

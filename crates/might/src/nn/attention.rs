@@ -152,10 +152,14 @@ impl MultiheadAttention {
                 format!("embed_dim {embed_dim} must be divisible by num_heads {num_heads}"),
             ));
         }
-        let w = param(&[3 * embed_dim, embed_dim], DType::F32);
+        let e3 = embed_dim.checked_mul(3).unwrap_or(usize::MAX);
+        let w = param("MultiheadAttention", &[e3, embed_dim], DType::F32)?;
         init::xavier_uniform(&w, 1.0)?;
-        let b = config.bias.then(|| param(&[3 * embed_dim], DType::F32));
-        let out_proj = Linear::new(embed_dim, embed_dim, config.bias);
+        let b = match config.bias {
+            true => Some(param("MultiheadAttention", &[e3], DType::F32)?),
+            false => None,
+        };
+        let out_proj = Linear::new(embed_dim, embed_dim, config.bias)?;
         if let Some(ob) = &out_proj.bias {
             init::zeros(ob)?;
         }

@@ -60,12 +60,12 @@ fn conv_params(
     }
     let mut shape = vec![out_channels, in_channels / cfg.groups];
     shape.extend_from_slice(kernel);
-    let w = param(&shape, DType::F32);
+    let w = param(op, &shape, DType::F32)?;
     let fan_in: usize = shape[1..].iter().product();
     let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
     init::uniform(&w, -bound, bound)?;
     let b = if cfg.bias {
-        let b = param(&[out_channels], DType::F32);
+        let b = param(op, &[out_channels], DType::F32)?;
         init::uniform(&b, -bound, bound)?;
         Some(b)
     } else {

@@ -3,13 +3,17 @@
 use super::{functional, init, Module};
 use crate::{DType, Error, Result, Tensor};
 
-/// Make a fresh parameter (leaf with `requires_grad`).
-pub(crate) fn param(shape: &[usize], dtype: DType) -> Tensor {
-    // zeros of a shape built from usize dims cannot fail short of overflow, which the caller's
-    // sizes would have hit earlier
-    Tensor::zeros(shape.to_vec(), dtype)
-        .expect("parameter shape overflows")
-        .with_requires_grad()
+/// Make a fresh parameter (leaf with `requires_grad`) for layer `op`: an error naming the
+/// layer where its sizes overflow or do not fit the memory budget.
+#[track_caller]
+pub(crate) fn param(op: &str, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    match Tensor::zeros(shape.to_vec(), dtype) {
+        Ok(t) => Ok(t.with_requires_grad()),
+        Err(e) => Err(Error {
+            op: op.to_string(),
+            ..e
+        }),
+    }
 }
 
 /// Make `t` a trainable leaf (used by the `from_*` constructors that take user tensors).
@@ -29,20 +33,24 @@ pub struct Linear {
 impl Linear {
     /// PyTorch's default init: weight and bias from U(-1/sqrt(in), 1/sqrt(in))
     /// (`kaiming_uniform(a = sqrt(5))`), f32.
-    pub fn new(in_features: usize, out_features: usize, bias: bool) -> Linear {
-        let weight = param(&[out_features, in_features], DType::F32);
+    #[track_caller]
+    pub fn new(in_features: usize, out_features: usize, bias: bool) -> Result<Linear> {
+        let weight = param("Linear", &[out_features, in_features], DType::F32)?;
         let bound = if in_features > 0 {
             1.0 / (in_features as f64).sqrt()
         } else {
             0.0
         };
-        init::uniform(&weight, -bound, bound).expect("f32 parameter");
-        let bias = bias.then(|| {
-            let b = param(&[out_features], DType::F32);
-            init::uniform(&b, -bound, bound).expect("f32 parameter");
-            b
-        });
-        Linear { weight, bias }
+        init::uniform(&weight, -bound, bound)?;
+        let bias = match bias {
+            true => {
+                let b = param("Linear", &[out_features], DType::F32)?;
+                init::uniform(&b, -bound, bound)?;
+                Some(b)
+            }
+            false => None,
+        };
+        Ok(Linear { weight, bias })
     }
 
     /// Build from given tensors (`weight: [out, in]`, `bias: [out]`); leaves become trainable.
@@ -177,13 +185,14 @@ pub struct Embedding {
 
 impl Embedding {
     /// PyTorch's default init: N(0, 1), f32.
-    pub fn new(num_embeddings: usize, dim: usize) -> Embedding {
-        let weight = param(&[num_embeddings, dim], DType::F32);
-        init::normal(&weight, 0.0, 1.0).expect("f32 parameter");
-        Embedding {
+    #[track_caller]
+    pub fn new(num_embeddings: usize, dim: usize) -> Result<Embedding> {
+        let weight = param("Embedding", &[num_embeddings, dim], DType::F32)?;
+        init::normal(&weight, 0.0, 1.0)?;
+        Ok(Embedding {
             weight,
             padding_idx: None,
-        }
+        })
     }
 
     /// Like `new`, with row `padding_idx` zeroed and excluded from gradients.
@@ -199,7 +208,7 @@ impl Embedding {
                 format!("padding_idx {padding_idx} out of range for {num_embeddings} embeddings"),
             ));
         }
-        let mut e = Embedding::new(num_embeddings, dim);
+        let mut e = Embedding::new(num_embeddings, dim)?;
         {
             let _g = crate::no_grad();
             e.weight.select(0, padding_idx as isize)?.zero_()?;

@@ -10,9 +10,9 @@
 //! use might::nn::{cross_entropy, CrossEntropyOptions, Linear, Module, ReLU, Sequential};
 //! use might::{DType, Tensor};
 //! let model = Sequential::new()
-//!     .add(Linear::new(4, 16, true))
+//!     .add(Linear::new(4, 16, true)?)
 //!     .add(ReLU)
-//!     .add(Linear::new(16, 3, true));
+//!     .add(Linear::new(16, 3, true)?);
 //! assert_eq!(model.named_parameters()[2].0, "2.weight");
 //! let x = Tensor::randn([8, 4], DType::F32)?;
 //! let y = Tensor::rand_int(0, 3, [8])?;

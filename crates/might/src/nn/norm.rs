@@ -252,28 +252,30 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     /// Normalise the last dim of size `d`, eps 1e-5, with affine weight and bias.
-    pub fn new(d: usize) -> LayerNorm {
+    #[track_caller]
+    pub fn new(d: usize) -> Result<LayerNorm> {
         LayerNorm::with_config(&[d], 1e-5, true, true)
     }
 
     /// Full control: `elementwise_affine` adds `weight`, and `bias` (if also true) adds `bias`.
+    #[track_caller]
     pub fn with_config(
         normalized_shape: &[usize],
         eps: f64,
         elementwise_affine: bool,
         bias: bool,
-    ) -> LayerNorm {
-        let mk = |v: f64| {
-            let p = param(normalized_shape, DType::F32);
-            init::constant(&p, v).expect("f32 parameter");
-            p
+    ) -> Result<LayerNorm> {
+        let mk = |v: f64| -> Result<Tensor> {
+            let p = param("LayerNorm", normalized_shape, DType::F32)?;
+            init::constant(&p, v)?;
+            Ok(p)
         };
-        LayerNorm {
+        Ok(LayerNorm {
             normalized_shape: normalized_shape.to_vec(),
             eps,
-            weight: elementwise_affine.then(|| mk(1.0)),
-            bias: (elementwise_affine && bias).then(|| mk(0.0)),
-        }
+            weight: elementwise_affine.then(|| mk(1.0)).transpose()?,
+            bias: (elementwise_affine && bias).then(|| mk(0.0)).transpose()?,
+        })
     }
 
     /// Build from given parameters (their shape is the normalized shape).
@@ -327,21 +329,30 @@ pub struct RMSNorm {
 
 impl RMSNorm {
     /// Normalise the last dim of size `d`, default eps, with a weight.
-    pub fn new(d: usize) -> RMSNorm {
+    #[track_caller]
+    pub fn new(d: usize) -> Result<RMSNorm> {
         RMSNorm::with_config(&[d], None, true)
     }
 
-    pub fn with_config(normalized_shape: &[usize], eps: Option<f64>, affine: bool) -> RMSNorm {
-        let weight = affine.then(|| {
-            let p = param(normalized_shape, DType::F32);
-            init::ones(&p).expect("f32 parameter");
-            p
-        });
-        RMSNorm {
+    #[track_caller]
+    pub fn with_config(
+        normalized_shape: &[usize],
+        eps: Option<f64>,
+        affine: bool,
+    ) -> Result<RMSNorm> {
+        let weight = match affine {
+            true => {
+                let p = param("RMSNorm", normalized_shape, DType::F32)?;
+                init::ones(&p)?;
+                Some(p)
+            }
+            false => None,
+        };
+        Ok(RMSNorm {
             normalized_shape: normalized_shape.to_vec(),
             eps,
             weight,
-        }
+        })
     }
 
     /// Build from a given weight.
@@ -381,24 +392,25 @@ pub struct BatchNorm {
 }
 
 impl BatchNorm {
-    fn new(c: usize) -> BatchNorm {
-        let mk = |v: f64, grad: bool| {
-            let p = param(&[c], DType::F32);
-            init::constant(&p, v).expect("f32 parameter");
+    #[track_caller]
+    fn new(op: &str, c: usize) -> Result<BatchNorm> {
+        let mk = |v: f64, grad: bool| -> Result<Tensor> {
+            let p = param(op, &[c], DType::F32)?;
+            init::constant(&p, v)?;
             p.requires_grad_(grad);
-            p
+            Ok(p)
         };
-        BatchNorm {
+        Ok(BatchNorm {
             num_features: c,
             eps: 1e-5,
             momentum: Some(0.1),
-            weight: Some(mk(1.0, true)),
-            bias: Some(mk(0.0, true)),
-            running_mean: mk(0.0, false),
-            running_var: mk(1.0, false),
+            weight: Some(mk(1.0, true)?),
+            bias: Some(mk(0.0, true)?),
+            running_mean: mk(0.0, false)?,
+            running_var: mk(1.0, false)?,
             num_batches_tracked: Tensor::scalar(0i64),
             training: true,
-        }
+        })
     }
 
     /// The forward of the module (`relu`: then a ReLU, fused when training).
@@ -478,16 +490,18 @@ macro_rules! batchnorm {
 
         impl $name {
             /// `num_features` channels, eps 1e-5, momentum 0.1, affine, running stats.
-            pub fn new(num_features: usize) -> Self {
-                $name(BatchNorm::new(num_features))
+            #[track_caller]
+            pub fn new(num_features: usize) -> Result<Self> {
+                Ok($name(BatchNorm::new($op, num_features)?))
             }
 
             /// Same, with a chosen eps and momentum (`None`: cumulative average).
-            pub fn with_config(num_features: usize, eps: f64, momentum: Option<f64>) -> Self {
-                let mut b = BatchNorm::new(num_features);
+            #[track_caller]
+            pub fn with_config(num_features: usize, eps: f64, momentum: Option<f64>) -> Result<Self> {
+                let mut b = BatchNorm::new($op, num_features)?;
                 b.eps = eps;
                 b.momentum = momentum;
-                $name(b)
+                Ok($name(b))
             }
 
             /// Replace the affine parameters (any float dtype; e.g. f64 for gradcheck).

@@ -4,10 +4,12 @@ use super::random::with_global;
 use crate::{DType, Device, Error, Result, Shape, Storage, Tensor};
 
 #[track_caller]
-fn checked(op: &str, shape: impl Into<Shape>) -> Result<Shape> {
+fn checked(op: &str, shape: impl Into<Shape>, dtype: DType) -> Result<Shape> {
     let shape = shape.into();
     match shape.checked_numel() {
-        Some(n) if n <= isize::MAX as usize / 8 => Ok(shape),
+        Some(n) if n <= isize::MAX as usize / 8 => {
+            crate::limits::check_alloc(op, &shape, dtype).map(|_| shape)
+        }
         _ => Err(Error::shape(
             op,
             format!("shape {shape} has too many elements"),
@@ -25,7 +27,7 @@ impl Tensor {
     /// A tensor filled with zeros on `device` (PyTorch's `torch.zeros(.., device=)`).
     #[track_caller]
     pub fn zeros_on(shape: impl Into<Shape>, dtype: DType, device: Device) -> Result<Tensor> {
-        let shape = checked("zeros", shape)?;
+        let shape = checked("zeros", shape, dtype)?;
         let n = shape.numel();
         Tensor::from_result(Storage::zeros(device, dtype, n), shape)
     }
@@ -56,7 +58,7 @@ impl Tensor {
         dtype: DType,
         device: Device,
     ) -> Result<Tensor> {
-        let shape = checked("full", shape)?;
+        let shape = checked("full", shape, dtype)?;
         let n = shape.numel();
         let mut it = std::iter::repeat_n(value, n);
         Tensor::from_result(Storage::from_f64(device, dtype, &mut it), shape)
@@ -93,7 +95,7 @@ impl Tensor {
             ));
         }
         let n = ((end - start) / step).ceil().max(0.0) as usize;
-        let shape = checked("arange", [n])?;
+        let shape = checked("arange", [n], dtype)?;
         let mut it = (0..n).map(|i| start + i as f64 * step);
         Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
     }
@@ -101,7 +103,7 @@ impl Tensor {
     /// `steps` evenly spaced values from `start` to `end` inclusive.
     #[track_caller]
     pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType) -> Result<Tensor> {
-        let shape = checked("linspace", [steps])?;
+        let shape = checked("linspace", [steps], dtype)?;
         let step = if steps > 1 {
             (end - start) / (steps - 1) as f64
         } else {
@@ -120,7 +122,7 @@ impl Tensor {
     /// The n×n identity matrix.
     #[track_caller]
     pub fn eye(n: usize, dtype: DType) -> Result<Tensor> {
-        let shape = checked("eye", [n, n])?;
+        let shape = checked("eye", [n, n], dtype)?;
         let mut it = (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 });
         Tensor::from_result(Storage::from_f64(Device::Cpu, dtype, &mut it), shape)
     }
@@ -147,7 +149,7 @@ impl Tensor {
         dtype: DType,
         device: Device,
     ) -> Result<Tensor> {
-        let shape = checked("rand", shape)?;
+        let shape = checked("rand", shape, dtype)?;
         let n = shape.numel();
         let data = with_global(|g| Storage::rand_uniform(device, dtype, n, low, high, g));
         Tensor::from_result(data, shape)
@@ -174,7 +176,7 @@ impl Tensor {
         dtype: DType,
         device: Device,
     ) -> Result<Tensor> {
-        let shape = checked("randn", shape)?;
+        let shape = checked("randn", shape, dtype)?;
         let n = shape.numel();
         let data = with_global(|g| Storage::rand_normal(device, dtype, n, mean, std, g));
         Tensor::from_result(data, shape)
@@ -189,7 +191,7 @@ impl Tensor {
                 format!("empty range [{low}, {high})"),
             ));
         }
-        let shape = checked("rand_int", shape)?;
+        let shape = checked("rand_int", shape, DType::I64)?;
         let n = shape.numel();
         let span = (high as i128 - low as i128) as u64;
         let data = with_global(|g| {

@@ -257,10 +257,11 @@ pub struct BatchNorm2d<const C: usize> {
 }
 
 impl<const C: usize> BatchNorm2d<C> {
-    pub fn new() -> Self {
-        BatchNorm2d {
-            inner: nn::BatchNorm2d::new(C),
-        }
+    #[track_caller]
+    pub fn new() -> Result<Self> {
+        Ok(BatchNorm2d {
+            inner: nn::BatchNorm2d::new(C)?,
+        })
     }
 
     pub fn as_dyn(&self) -> &nn::BatchNorm2d {
@@ -287,12 +288,6 @@ impl<const C: usize> BatchNorm2d<C> {
             None => self.inner.forward(x.as_dyn())?.relu(),
         };
         wrap_res(y)
-    }
-}
-
-impl<const C: usize> Default for BatchNorm2d<C> {
-    fn default() -> Self {
-        BatchNorm2d::new()
     }
 }
 

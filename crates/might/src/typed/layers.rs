@@ -64,7 +64,7 @@ impl<const IN: usize, const OUT: usize, E: WithDType> Linear<IN, OUT, E> {
     }
 
     fn build(bias: bool) -> Result<Self> {
-        let l = nn::Linear::new(IN, OUT, bias);
+        let l = nn::Linear::new(IN, OUT, bias)?;
         let weight = cast_param::<E>(l.weight)?;
         let bias = l.bias.map(cast_param::<E>).transpose()?;
         Ok(Linear {
@@ -143,7 +143,7 @@ impl<const D: usize, E: WithDType> LayerNorm<D, E> {
 
     /// Choose eps and whether there is a bias.
     pub fn with_config(eps: f64, bias: bool) -> Result<Self> {
-        let mut l = nn::LayerNorm::with_config(&[D], eps, true, bias);
+        let mut l = nn::LayerNorm::with_config(&[D], eps, true, bias)?;
         l.weight = l.weight.map(cast_param::<E>).transpose()?;
         l.bias = l.bias.map(cast_param::<E>).transpose()?;
         Ok(LayerNorm {
@@ -199,7 +199,7 @@ pub struct Embedding<const V: usize, const D: usize, E = f32> {
 impl<const V: usize, const D: usize, E: WithDType> Embedding<V, D, E> {
     /// N(0, 1) init (`nn::Embedding::new(V, D)`).
     pub fn new() -> Result<Self> {
-        let e = nn::Embedding::new(V, D);
+        let e = nn::Embedding::new(V, D)?;
         Self::from_weight(wrap(cast_param::<E>(e.weight)?))
     }
 

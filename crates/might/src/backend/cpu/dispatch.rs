@@ -26,7 +26,7 @@ pub(crate) struct CpuDevice;
 impl BackendDevice for CpuDevice {
     type Storage = S;
     fn zeros(&self, dtype: DType, n: usize) -> Result<S> {
-        Ok(S::zeros(dtype, n))
+        S::zeros(dtype, n)
     }
     fn storage_from_f64(&self, dtype: DType, values: &mut dyn Iterator<Item = f64>) -> Result<S> {
         Ok(S::from_f64_iter(dtype, values))

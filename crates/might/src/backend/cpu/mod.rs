@@ -94,17 +94,18 @@ impl CpuStorage {
         with_cpu!(self, v => v.len())
     }
 
-    /// A zero-filled buffer.
-    pub fn zeros(dtype: DType, n: usize) -> CpuStorage {
-        match dtype {
-            DType::F32 => CpuStorage::F32(pool::zeroed(n)),
-            DType::F64 => CpuStorage::F64(pool::zeroed(n)),
-            DType::F16 => CpuStorage::F16(vec![f16::ZERO; n]),
-            DType::BF16 => CpuStorage::BF16(vec![bf16::ZERO; n]),
-            DType::I64 => CpuStorage::I64(vec![0; n]),
-            DType::U8 => CpuStorage::U8(vec![0; n]),
-            DType::Bool => CpuStorage::Bool(vec![false; n]),
-        }
+    /// A zero-filled buffer, or an error where the allocator refuses it (no abort).
+    pub fn zeros(dtype: DType, n: usize) -> crate::Result<CpuStorage> {
+        use crate::limits::try_filled;
+        Ok(match dtype {
+            DType::F32 => CpuStorage::F32(pool::try_zeroed(n)?),
+            DType::F64 => CpuStorage::F64(pool::try_zeroed(n)?),
+            DType::F16 => CpuStorage::F16(try_filled("zeros", f16::ZERO, n)?),
+            DType::BF16 => CpuStorage::BF16(try_filled("zeros", bf16::ZERO, n)?),
+            DType::I64 => CpuStorage::I64(try_filled("zeros", 0, n)?),
+            DType::U8 => CpuStorage::U8(try_filled("zeros", 0, n)?),
+            DType::Bool => CpuStorage::Bool(try_filled("zeros", false, n)?),
+        })
     }
 
     /// Build a buffer of `dtype` from f64 values (creation ops, conversions).

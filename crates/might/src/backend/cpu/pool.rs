@@ -126,6 +126,24 @@ fn bytes_of<T>(len: usize) -> usize {
 /// A buffer of `len` elements with unspecified (but initialised) contents: the caller must
 /// overwrite all of it. Any element type may ask; only f32, f64 and i64 buffers are cached.
 pub fn output<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
+    reused(len).unwrap_or_else(|| vec![T::default(); len])
+}
+
+/// A zero-filled buffer of `len` elements, or an error where the allocator refuses it (the
+/// creation ops' path: their sizes come from users and files).
+#[track_caller]
+pub fn try_zeroed<T: Copy + Default + 'static>(len: usize) -> crate::Result<Vec<T>> {
+    match reused::<T>(len) {
+        Some(mut v) => {
+            v.fill(T::default());
+            Ok(v)
+        }
+        None => crate::limits::try_filled("zeros", T::default(), len),
+    }
+}
+
+/// A cached buffer of `len` elements, if the cache holds one.
+fn reused<T: Copy + Default + 'static>(len: usize) -> Option<Vec<T>> {
     fn cached<T: Pooled>(len: usize) -> Option<Vec<T>> {
         let mut g = BINS.lock().ok()?;
         let b = g.get_or_insert_with(Bins::default);
@@ -145,22 +163,19 @@ pub fn output<T: Copy + Default + 'static>(len: usize) -> Vec<T> {
         let any: Box<dyn Any> = Box::new(v?);
         any.downcast::<Vec<T>>().ok().map(|b| *b)
     }
-    if bytes_of::<T>(len) >= MIN_BYTES && cache_limit() > 0 {
-        let id = TypeId::of::<T>();
-        let hit = if id == TypeId::of::<f32>() {
-            boxed(cached::<f32>(len))
-        } else if id == TypeId::of::<f64>() {
-            boxed(cached::<f64>(len))
-        } else if id == TypeId::of::<i64>() {
-            boxed(cached::<i64>(len))
-        } else {
-            None
-        };
-        if let Some(v) = hit {
-            return v;
-        }
+    if bytes_of::<T>(len) < MIN_BYTES || cache_limit() == 0 {
+        return None;
     }
-    vec![T::default(); len]
+    let id = TypeId::of::<T>();
+    if id == TypeId::of::<f32>() {
+        boxed(cached::<f32>(len))
+    } else if id == TypeId::of::<f64>() {
+        boxed(cached::<f64>(len))
+    } else if id == TypeId::of::<i64>() {
+        boxed(cached::<i64>(len))
+    } else {
+        None
+    }
 }
 
 /// A copy of `src` in a (possibly reused) buffer: `src.to_vec()` without the fresh pages.
