@@ -23,7 +23,9 @@ use might::{Device, Generator, Tensor};
 use crate::dist::Job;
 use crate::meter::{parse_device, Meter};
 use crate::plot::{self, Row};
-use crate::train::{json_str, num, peak_rss_mb, write_file, CliError};
+use crate::checks::Ticker;
+use crate::rundir::RunDir;
+use crate::train::{json_str, num, peak_rss_mb, CliError};
 
 type Res<T> = Result<T, CliError>;
 
@@ -65,14 +67,14 @@ pub struct GptTrainArgs {
     #[arg(long, default_value_t = 1300)]
     pub steps: u64,
     /// Peak learning rate (after warm-up; cosine decay to 10% of it at the last step).
-    #[arg(long, default_value_t = 3e-3)]
+    #[arg(long, default_value_t = 3e-3, allow_negative_numbers = true)]
     pub lr: f64,
     #[arg(long, default_value_t = 100)]
     pub warmup: u64,
     /// AdamW weight decay for weight matrices and embeddings (none on biases and LayerNorms).
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub weight_decay: f64,
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub dropout: f64,
     /// Micro-batches per optimizer step (gradients are averaged).
     #[arg(long, default_value_t = 1)]
@@ -85,7 +87,8 @@ pub struct GptTrainArgs {
     pub eval_batches: usize,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Kernel threads (default: all cores).
+    /// Kernel threads (default: all cores; capped at the available cores unless
+    /// MIGHT_FORCE_THREADS=1).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Where to train: cpu, gpu (the first GPU), gpu:N, or best (GPU builds: `--features gpu`).
@@ -101,13 +104,23 @@ pub struct GptTrainArgs {
     /// Continue the run whose checkpoint (last.safetensors) is in this directory.
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    /// Step checkpoints (checkpoint-stepN.safetensors, one per evaluation) to keep, the most
+    /// recent ones; last.safetensors and best.safetensors (lowest validation loss) are always
+    /// kept.
+    #[arg(long, default_value_t = 0)]
+    pub keep_checkpoints: usize,
+    /// Seconds between plain progress lines on stderr when it is not a terminal (logs, CI);
+    /// a terminal shows a progress bar instead.
+    #[arg(long, default_value_t = 30.0)]
+    pub progress_every: f64,
 }
 
 /// `might train gpt ...`: parsed on its own so the image `train` command stays untouched.
 #[derive(clap::Parser, Debug)]
 #[command(
     name = "might train gpt",
-    about = "Train a character-level GPT on a text file"
+    about = "Train a character-level GPT on a text file",
+    after_help = crate::AFTER_HELP
 )]
 pub struct GptTrainCli {
     #[command(flatten)]
@@ -127,11 +140,11 @@ pub struct SampleArgs {
     #[arg(long, default_value_t = 500)]
     pub tokens: usize,
     /// 0 is greedy.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     pub temperature: f64,
     #[arg(long)]
     pub top_k: Option<usize>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub top_p: Option<f64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -208,6 +221,99 @@ fn config_from_meta(path: &Path, extra: &HashMap<String, String>) -> Res<(GptCon
     Ok((cfg, vocab))
 }
 
+/// Check a checkpoint's config against the tensors it holds before a model is built from it:
+/// a forged or damaged `n_layer`, `n_embd`, `block_size` or vocabulary must not size the
+/// allocations.
+fn check_tensors(path: &Path, cfg: &GptConfig, tensors: &[(String, Tensor)]) -> Res<()> {
+    let shown = path.display();
+    let layers = tensors
+        .iter()
+        .filter_map(|(n, _)| {
+            n.strip_prefix("transformer.h.")?
+                .split_once('.')?
+                .0
+                .parse::<usize>()
+                .ok()
+        })
+        .collect::<std::collections::BTreeSet<_>>();
+    if layers.len() != cfg.n_layer || layers.last().is_some_and(|&l| l + 1 != layers.len()) {
+        return Err(CliError(format!(
+            "{shown}: checkpoint field n_layer is {}, but the file holds {} layers",
+            cfg.n_layer,
+            layers.len()
+        )));
+    }
+    let dims = |name: &str| -> Res<&[usize]> {
+        tensors
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.dims())
+            .ok_or_else(|| CliError(format!("{shown}: checkpoint has no tensor {name}")))
+    };
+    let wte = dims("transformer.wte.weight")?;
+    if wte != [cfg.vocab_size, cfg.n_embd] {
+        return Err(CliError(format!(
+            "{shown}: checkpoint fields vocab ({} characters) and n_embd ({}) do not match transformer.wte.weight {wte:?}",
+            cfg.vocab_size, cfg.n_embd
+        )));
+    }
+    let wpe = dims("transformer.wpe.weight")?;
+    if wpe != [cfg.block_size, cfg.n_embd] {
+        return Err(CliError(format!(
+            "{shown}: checkpoint field block_size ({}) does not match transformer.wpe.weight {wpe:?}",
+            cfg.block_size
+        )));
+    }
+    if cfg.n_head == 0 || cfg.n_embd % cfg.n_head != 0 {
+        return Err(CliError(format!(
+            "{shown}: checkpoint field n_head ({}) does not divide n_embd ({})",
+            cfg.n_head, cfg.n_embd
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes a training run of `a` needs at least: the weights with their gradients and two AdamW
+/// moments, and the activations one micro-batch keeps for the backward pass (and their
+/// gradients). Refused before the model is built when over the budget.
+fn check_memory(a: &GptTrainArgs, vocab: usize) -> Res<()> {
+    let (l, e, t, b, v) = (
+        a.layers as u128,
+        a.embd as u128,
+        a.block as u128,
+        a.batch_size as u128,
+        vocab as u128,
+    );
+    let h = a.heads as u128;
+    let params = l
+        .saturating_mul(12 * e.saturating_mul(e) + 13 * e)
+        .saturating_add((v + t).saturating_mul(e))
+        .saturating_add(2 * e);
+    crate::checks::fits(
+        &format!("--layers {} --embd {}", a.layers, a.embd),
+        &format!(
+            "a model of {params} parameters with its gradients and AdamW state"
+        ),
+        params.saturating_mul(16),
+    )?;
+    // per token and layer: LayerNorms, qkv, attention rows (scores, softmax), projections,
+    // the 4x MLP; then the logits
+    let per_token = l
+        .saturating_mul((20u128).saturating_mul(e).saturating_add(3 * h * t))
+        .saturating_add(3 * v);
+    crate::checks::fits(
+        &format!(
+            "--batch-size {} --block {} --layers {} --embd {}",
+            a.batch_size, a.block, a.layers, a.embd
+        ),
+        "the activations of one micro-batch",
+        b.saturating_mul(t)
+            .saturating_mul(per_token)
+            .saturating_mul(8)
+            .saturating_add(params.saturating_mul(16)),
+    )
+}
+
 /// Random windows: inputs `[B, T]` and the next characters `[B, T]`.
 fn batch(data: &[i64], b: usize, t: usize, gen: &mut Generator) -> Res<(Tensor, Tensor)> {
     let (mut x, mut y) = (Vec::with_capacity(b * t), Vec::with_capacity(b * t));
@@ -264,20 +370,16 @@ fn check_args(a: &GptTrainArgs) -> Res<()> {
             a.steps, a.warmup
         )));
     }
-    if !(a.lr > 0.0 && a.lr.is_finite()) {
-        return Err(CliError(format!("--lr must be positive, got {}", a.lr)));
-    }
+    crate::checks::positive("--lr", a.lr)?;
+    crate::checks::in_range("--weight-decay", a.weight_decay, 0.0, f64::MAX, true)?;
+    crate::checks::in_range("--dropout", a.dropout, 0.0, 1.0, false)?;
+    crate::checks::positive("--progress-every", a.progress_every)?;
     Ok(())
 }
 
 pub fn train(args: &GptTrainArgs) -> Res<()> {
     check_args(args)?;
-    if let Some(t) = args.threads {
-        if t == 0 {
-            return Err(CliError("--threads must be at least 1".into()));
-        }
-        might::set_num_threads(t);
-    }
+    crate::checks::apply_threads(args.threads)?;
     let threads = might::get_num_threads();
     let text = std::fs::read_to_string(&args.text)
         .map_err(|e| CliError(format!("{}: {e}", args.text.display())))?;
@@ -309,18 +411,29 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         bias: true,
     };
     cfg.validate()?;
+    check_memory(args, vocab.chars.len())?;
     let out = args
         .out
         .clone()
         .or_else(|| args.resume.clone())
         .unwrap_or_else(|| PathBuf::from("runs/gpt"));
-    std::fs::create_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
+    let device = parse_device(&args.device)?;
+    let mut job = Job::init(args.distributed)?;
+    // rank 0 writes the run's files: it alone holds the folder
+    let run = if job.is_main() {
+        let flag = if args.out.is_none() && args.resume.is_some() {
+            "--resume"
+        } else {
+            "--out"
+        };
+        Some(RunDir::open(&out, flag)?)
+    } else {
+        None
+    };
 
     might::manual_seed(args.seed);
-    let device = parse_device(&args.device)?;
     let mut model = Gpt::new(cfg)?;
     model.to_device(device)?;
-    let mut job = Job::init(args.distributed)?;
     job.attach(model.parameters())?;
     let main = job.is_main();
     let named = model.named_parameters();
@@ -352,6 +465,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         let path = rdir.join("last.safetensors");
         let c = ck::load_checkpoint(&path)?;
         let (saved_cfg, saved_vocab) = config_from_meta(&path, &c.extra)?;
+        check_tensors(&path, &saved_cfg, &c.model)?;
         if saved_cfg != cfg || saved_vocab.chars != vocab.chars {
             return Err(CliError(format!(
                 "{} was trained with another config or text ({saved_cfg:?})",
@@ -429,6 +543,15 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
     let mut step_secs = 0.0f64;
     let mut step_times: Vec<f64> = Vec::new();
     let mut steps_done = 0u64;
+    let mut ticker = if main {
+        Ticker::new(args.progress_every)
+    } else {
+        Ticker::off()
+    };
+    let mut best = rows
+        .iter()
+        .map(|r| r.test_loss)
+        .fold(f64::INFINITY, f64::min);
     for step in start..args.steps {
         let ts = Instant::now();
         for _ in 0..args.grad_accum {
@@ -454,6 +577,14 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         steps_done += 1;
         since_steps += 1;
         pb.inc(1);
+        ticker.tick(|| {
+            format!(
+                "gpt: step {}/{} ({:.1}s)",
+                step + 1,
+                args.steps,
+                t0.elapsed().as_secs_f64()
+            )
+        });
         if step % 10 == 0 {
             // on a GPU the only wait for the device between evaluations
             let (since_loss, _, _) = meter.read().map_err(|e| {
@@ -473,6 +604,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             continue;
         }
         if done % args.eval_interval == 0 || done == args.steps {
+            ticker.tick(|| format!("gpt: evaluating at step {done}"));
             let (val_loss, val_acc) = estimate(&mut model, val_data, args, args.seed ^ 0x5eed)?;
             let (since_loss, since_right, since_n) = meter.read()?;
             let row = Row {
@@ -493,17 +625,20 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
                     row.seconds
                 )
             });
+            let improved = val_loss < best;
+            best = best.min(val_loss);
             rows.push(row);
             (meter, since_steps) = (Meter::new(device), 0);
             seg_t = Instant::now();
-            let mut csv = String::from(plot::CSV_HEADER);
+            let run = run.as_ref().expect("rank 0 holds the run folder");
+            let mut csv = plot::STEPS.csv_header();
             csv.push('\n');
             for r in &rows {
                 csv += &r.csv();
                 csv.push('\n');
             }
-            write_file(&out.join("metrics.csv"), &csv)?;
-            write_file(&out.join("curves.svg"), &plot::curves_svg(&rows))?;
+            run.write("metrics.csv", &csv)?;
+            run.write("curves.svg", &plot::curves_svg(&rows, plot::STEPS))?;
             let mut extra: HashMap<String, String> =
                 config_meta(&cfg, &vocab).into_iter().collect();
             let g = might::tensor::random::global_state();
@@ -526,7 +661,23 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
                 rng: gen.state(),
                 extra,
             };
+            if args.keep_checkpoints > 0 {
+                ck::save_checkpoint(out.join(format!("checkpoint-step{done}.safetensors")), &c)?;
+            }
+            run.prune("checkpoint-step", args.keep_checkpoints);
+            if improved {
+                ck::save_checkpoint(out.join("best.safetensors"), &c)?;
+            }
             ck::save_checkpoint(out.join("last.safetensors"), &c)?;
+            if crate::term::stdout_closed() {
+                // `might train gpt … | head -1`: the reader left; this step is saved
+                pb.finish_and_clear();
+                eprintln!(
+                    "stdout closed: stopping after step {done} (saved in {})",
+                    out.display()
+                );
+                return Ok(());
+            }
         }
     }
     pb.finish_and_clear();
@@ -579,8 +730,24 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
 }
 
 pub fn sample(args: &SampleArgs) -> Res<()> {
+    crate::checks::in_range("--temperature", args.temperature, 0.0, f64::MAX, true)?;
+    if let Some(p) = args.top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(CliError(format!("--top-p must be in (0, 1], got {p}")));
+        }
+    }
+    if args.top_k == Some(0) {
+        return Err(CliError("--top-k must be at least 1, got 0".into()));
+    }
+    // the ids of the prompt and the output, and the text (up to 4 bytes a character)
+    crate::checks::fits(
+        &format!("--tokens {}", args.tokens),
+        "the generated ids and text",
+        (args.tokens as u128 + args.prompt.len() as u128).saturating_mul(8 + 8 + 4),
+    )?;
     let c = ck::load_checkpoint(&args.checkpoint)?;
     let (cfg, vocab) = config_from_meta(&args.checkpoint, &c.extra)?;
+    check_tensors(&args.checkpoint, &cfg, &c.model)?;
     let mut model = Gpt::from_tensors(cfg, &c.model)?;
     model.to_device(parse_device(&args.device)?)?;
     model.eval();

@@ -304,9 +304,7 @@ pub fn bench_embed(
     threads: Option<usize>,
 ) -> Res<()> {
     use might::models::SentenceTransformer;
-    if let Some(t) = threads {
-        might::set_num_threads(t);
-    }
+    crate::checks::apply_threads(threads)?;
     let text = std::fs::read_to_string(sentences)
         .map_err(|e| CliError(format!("--sentences {}: {e}", sentences.display())))?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -349,9 +347,7 @@ pub fn bench_generate(
     use might::models::generate::SampleConfig;
     use might::models::{Gpt2, Gpt2Config, Weights};
     use might::{DType, Device, Tensor};
-    if let Some(t) = threads {
-        might::set_num_threads(t);
-    }
+    crate::checks::apply_threads(threads)?;
     let mut cfg = Gpt2Config::gpt2_124m();
     cfg.eos_token_id = None; // always `tokens` tokens
     if prompt == 0 || prompt + tokens > cfg.n_positions {

@@ -4,7 +4,22 @@
 //! last line on stdout, one JSON object with the results. User mistakes (a missing directory,
 //! a corrupt file, an unknown model) end with a one-line error and exit code 1.
 
+// Output that never panics (a closed pipe, a closed stderr): these shadow the std macros in
+// every module of the crate (see term.rs).
+macro_rules! println {
+    () => { $crate::term::out_line("") };
+    ($($t:tt)*) => { $crate::term::out_line(&format!($($t)*)) };
+}
+macro_rules! print {
+    ($($t:tt)*) => { $crate::term::out(&format!($($t)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::term::err_line("") };
+    ($($t:tt)*) => { $crate::term::err_line(&format!($($t)*)) };
+}
+
 mod bench;
+mod checks;
 mod ckpt;
 mod data;
 mod dist;
@@ -14,6 +29,8 @@ mod inspect;
 mod meter;
 mod net;
 mod plot;
+mod rundir;
+mod term;
 mod train;
 
 use std::path::PathBuf;
@@ -26,7 +43,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 #[command(
     name = "might",
     version,
-    about = "Train and run models with the might tensor library"
+    about = "Train and run models with the might tensor library",
+    after_help = AFTER_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -35,7 +53,10 @@ struct Cli {
     precision: PrecisionArg,
 }
 
-/// `--matmul-precision`, taken by every command.
+/// The environment variables, shown under every command's help.
+pub const AFTER_HELP: &str = "Environment:\n  MIGHT_FORCE_THREADS=1  let --threads exceed the available cores (otherwise it is capped at\n                         them with a warning: oversubscribed kernel threads run far slower)";
+
+/// `--matmul-precision` and `--memory-limit`, taken by every command.
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct PrecisionArg {
     /// Internal precision of f32 matrix products (PyTorch's `set_float32_matmul_precision`):
@@ -45,12 +66,19 @@ pub struct PrecisionArg {
         clap::builder::PossibleValuesParser::new(["highest", "high", "medium"])
             .map(|s| s.parse::<might::MatmulPrecision>().unwrap_or_default()))]
     matmul_precision: might::MatmulPrecision,
+    /// Memory budget (e.g. 4G, 512M): models, batches and outputs that would need more are
+    /// refused before anything is allocated (default: the memory available now).
+    #[arg(long, global = true, value_parser = checks::parse_bytes)]
+    memory_limit: Option<u64>,
 }
 
 impl PrecisionArg {
-    /// Set the process-wide precision.
+    /// Set the process-wide precision and memory budget.
     pub fn apply(self) {
         might::set_float32_matmul_precision(self.matmul_precision);
+        if self.memory_limit.is_some() {
+            might::set_memory_limit(self.memory_limit);
+        }
     }
 }
 
@@ -120,7 +148,7 @@ pub struct TrainArgs {
     pub batch_size: usize,
     /// Learning rate, the peak one with a schedule (default: sgd 0.01 for mlp / 0.05 for cnn,
     /// adam/adamw 0.001 for mlp / 0.003 for cnn).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lr: Option<f64>,
     /// Optimizer (default: sgd for mlp, adam for cnn).
     #[arg(long, value_enum)]
@@ -129,14 +157,15 @@ pub struct TrainArgs {
     #[arg(long, value_enum)]
     pub schedule: Option<ScheduleName>,
     /// SGD momentum.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.9, allow_negative_numbers = true)]
     pub momentum: f64,
     /// Weight decay (L2 for sgd/adam, decoupled for adamw; default 0, 0.01 for adamw).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub weight_decay: Option<f64>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Kernel threads (default: all cores).
+    /// Kernel threads (default: all cores; capped at the available cores unless
+    /// MIGHT_FORCE_THREADS=1).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Where to train: cpu, gpu (the first GPU), gpu:N, or best (GPU builds: `--features gpu`).
@@ -155,9 +184,19 @@ pub struct TrainArgs {
     /// Continue the run whose checkpoints are in this directory.
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// Use only the first N training samples (quick experiments).
+    /// Use only N training samples (quick experiments), taken evenly across the training set
+    /// (every len/N-th), so a set sorted by class keeps all its classes.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Epoch checkpoints (checkpoint-epochN.safetensors) to keep, the most recent ones;
+    /// last.safetensors and best.safetensors (best test accuracy) are always kept. The default
+    /// keeps the final one; 0 keeps none besides last and best.
+    #[arg(long, default_value_t = 1)]
+    pub keep_checkpoints: usize,
+    /// Seconds between plain progress lines on stderr when it is not a terminal (logs, CI);
+    /// a terminal shows a progress bar instead.
+    #[arg(long, default_value_t = 30.0)]
+    pub progress_every: f64,
     /// Batches built ahead on a background thread (0: on the training thread). Default: 8,
     /// except 0 for MNIST and Fashion-MNIST when the kernel threads use every core (their
     /// batches are a copy out of memory, and a loader thread would take a core from the
@@ -179,8 +218,13 @@ enum Command {
         checkpoint: PathBuf,
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Kernel threads (default: all cores; capped at the available cores unless
+        /// MIGHT_FORCE_THREADS=1).
         #[arg(long)]
         threads: Option<usize>,
+        /// Seconds between plain progress lines on stderr when it is not a terminal.
+        #[arg(long, default_value_t = 30.0)]
+        progress_every: f64,
     },
     /// Classify one image with a checkpoint: prints the class and the top-5 probabilities.
     Predict { checkpoint: PathBuf, image: PathBuf },
@@ -217,8 +261,8 @@ enum BenchWhat {
         /// Timed samples per case (the median is reported).
         #[arg(long, default_value_t = 5)]
         reps: usize,
-        /// Minimum seconds per sample (fast kernels are repeated to reach it).
-        #[arg(long, default_value_t = 0.2)]
+        /// Minimum seconds per sample (fast kernels are repeated to reach it; at most 60).
+        #[arg(long, default_value_t = 0.2, allow_negative_numbers = true)]
         min_time: f64,
         /// One JSON object on stdout instead of a table.
         #[arg(long)]
@@ -286,7 +330,9 @@ fn main() -> ExitCode {
                         let _ = e.print();
                         std::process::exit(0);
                     }
-                    train::CliError(one_line(&e))
+                    // `finish` adds the `error: ` prefix
+                    let line = one_line(&e);
+                    train::CliError(line.strip_prefix("error: ").unwrap_or(&line).to_string())
                 })
                 .and_then(|c| {
                     c.precision.apply();
@@ -318,7 +364,8 @@ fn main() -> ExitCode {
             checkpoint,
             data,
             threads,
-        } => train::eval(&checkpoint, data.as_deref(), threads),
+            progress_every,
+        } => train::eval(&checkpoint, data.as_deref(), threads, progress_every),
         Command::Predict { checkpoint, image } => train::predict(&checkpoint, &image),
         Command::Bench {
             what:
@@ -328,7 +375,10 @@ fn main() -> ExitCode {
                     min_time,
                     json,
                 },
-        } => bench::kernels(threads, reps, min_time, json).map_err(Into::into),
+        } => checks::positive("--min-time", min_time)
+            .and_then(|_| checks::in_range("--min-time", min_time, 0.0, 60.0, true))
+            .and_then(|_| checks::apply_threads(threads))
+            .and_then(|_| bench::kernels(None, reps, min_time, json).map_err(Into::into)),
         Command::Bench {
             what:
                 BenchWhat::Matmul {
@@ -367,6 +417,8 @@ fn main() -> ExitCode {
 
 fn finish(result: Result<(), train::CliError>) -> ExitCode {
     match result {
+        // a reader that went away early (`| head`) is no error; a failed write is
+        Ok(()) if term::stdout_failed() => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

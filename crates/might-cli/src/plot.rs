@@ -11,7 +11,31 @@ pub struct Row {
     pub seconds: f64,
 }
 
-pub const CSV_HEADER: &str = "epoch,train_loss,train_acc,test_loss,test_acc,seconds";
+/// What the rows of a run are: the x axis and the held-out split's name.
+#[derive(Clone, Copy, Debug)]
+pub struct Labels {
+    pub x: &'static str,
+    pub eval: &'static str,
+}
+
+/// Image classifiers: one row per epoch, evaluated on the test split.
+pub const EPOCHS: Labels = Labels {
+    x: "epoch",
+    eval: "test",
+};
+/// The GPT: one row per evaluation step, on the validation split.
+pub const STEPS: Labels = Labels {
+    x: "step",
+    eval: "val",
+};
+
+impl Labels {
+    /// The first line of metrics.csv.
+    pub fn csv_header(self) -> String {
+        let (x, e) = (self.x, self.eval);
+        format!("{x},train_loss,train_acc,{e}_loss,{e}_acc,seconds")
+    }
+}
 
 impl Row {
     pub fn csv(&self) -> String {
@@ -58,7 +82,7 @@ impl Row {
 /// A named, coloured line of `(epoch, value)` points.
 type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
 
-fn panel(out: &mut String, x0: f64, title: &str, series: &[Series]) {
+fn panel(out: &mut String, x0: f64, title: &str, xlabel: &str, series: &[Series]) {
     let (w, h, pad) = (380.0, 260.0, 45.0);
     let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.2.iter().copied()).collect();
     let (mut xmin, mut xmax) = (f64::MAX, f64::MIN);
@@ -100,7 +124,7 @@ fn panel(out: &mut String, x0: f64, title: &str, series: &[Series]) {
         ));
     }
     out.push_str(&format!(
-        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">epoch ({xmin:.0}–{xmax:.0})</text>\n",
+        "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{xlabel} ({xmin:.0}–{xmax:.0})</text>\n",
         x0 + w / 2.0,
         h + 22.0
     ));
@@ -129,7 +153,7 @@ fn panel(out: &mut String, x0: f64, title: &str, series: &[Series]) {
 }
 
 /// The SVG document for `rows`.
-pub fn curves_svg(rows: &[Row]) -> String {
+pub fn curves_svg(rows: &[Row], labels: Labels) -> String {
     let mut s = String::from(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"780\" height=\"300\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
     );
@@ -138,18 +162,20 @@ pub fn curves_svg(rows: &[Row]) -> String {
         &mut s,
         0.0,
         "loss",
+        labels.x,
         &[
             ("train", "#1f77b4", pts(|r| r.train_loss)),
-            ("test", "#d62728", pts(|r| r.test_loss)),
+            (labels.eval, "#d62728", pts(|r| r.test_loss)),
         ],
     );
     panel(
         &mut s,
         390.0,
         "accuracy",
+        labels.x,
         &[
             ("train", "#1f77b4", pts(|r| r.train_acc)),
-            ("test", "#d62728", pts(|r| r.test_acc)),
+            (labels.eval, "#d62728", pts(|r| r.test_acc)),
         ],
     );
     s.push_str("</svg>\n");

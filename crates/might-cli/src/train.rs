@@ -15,11 +15,13 @@ use might::optim::{
 };
 use might::{Device, Tensor};
 
+use crate::checks::Ticker;
 use crate::ckpt::{self, Checkpoint};
 use crate::dist::Job;
 use crate::meter::{parse_device, Meter};
 use crate::net::cross_entropy;
 use crate::plot::{self, Row};
+use crate::rundir::RunDir;
 use crate::{data, DatasetName, ModelName, OptimizerName, ScheduleName, TrainArgs};
 
 /// A user-facing error: printed as one line, exit code 1.
@@ -54,8 +56,61 @@ pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<
     }
 }
 
-pub(crate) fn write_file(path: &Path, text: &str) -> Res<()> {
-    std::fs::write(path, text).map_err(|e| CliError(format!("{}: {e}", path.display())))
+/// Floats one sample keeps alive in a training step of `kind` on `chw` inputs (activations
+/// saved for the backward pass, their gradients, the im2col buffers of the convolutions): an
+/// estimate on the generous side, to refuse a batch that cannot fit before it is built.
+fn floats_per_sample(kind: ModelName, [c, h, w]: [usize; 3], classes: usize) -> u128 {
+    let (c, h, w, k) = (c as u128, h as u128, w as u128, classes as u128);
+    let hw = h * w;
+    // conv3x3 (cin → cout) at `hw` pixels: im2col, conv, BN, ReLU outputs
+    let conv = |cin: u128, cout: u128, hw: u128| 9 * cin * hw + 3 * cout * hw;
+    let forward = match kind {
+        ModelName::Mlp => c * hw + 3 * 128 + 3 * k,
+        ModelName::Cnn if c == 1 => {
+            c * hw + conv(c, 32, hw) + 8 * hw + conv(32, 64, hw / 4) + 4 * hw + 3 * 128 + 3 * k
+        }
+        ModelName::Cnn => {
+            let mut f = c * hw;
+            let (mut cin, mut px) = (c, hw);
+            for (cout, pool) in [(32u128, true), (64, true), (128, true), (256, false)] {
+                f += conv(cin, cout, px);
+                if pool {
+                    px /= 4;
+                    f += cout * px;
+                }
+                cin = cout;
+            }
+            f + 3 * k
+        }
+        ModelName::SmallCnn => c * hw + 9 * c * hw + 8 * hw * 3 + 72 * hw / 4 + 16 * hw + 3 * k,
+    };
+    // the gradients of the saved activations, as large again
+    2 * forward
+}
+
+/// Refuse `--batch-size` / `--prefetch` values whose buffers would not fit the memory
+/// budget, before the model or any batch is built.
+fn check_memory(args: &TrainArgs, chw: [usize; 3], classes: usize, train_len: usize) -> Res<()> {
+    let batch = args.batch_size.min(train_len.max(1)) as u128;
+    let per = floats_per_sample(args.model, chw, classes);
+    crate::checks::fits(
+        &format!("--batch-size {} with --model {}", args.batch_size, args.model.as_str()),
+        &format!("the activations of one batch of {batch}"),
+        batch.saturating_mul(per).saturating_mul(4),
+    )?;
+    let steps = train_len.div_ceil(args.batch_size.max(1)) as u128;
+    if let Some(p) = args.prefetch {
+        let input = chw.iter().map(|&d| d as u128).product::<u128>();
+        let queued = (p as u128).min(steps);
+        crate::checks::fits(
+            &format!("--prefetch {p}"),
+            &format!("{queued} queued batches of {batch} samples"),
+            queued
+                .saturating_mul(batch)
+                .saturating_mul(input * 4 + 8),
+        )?;
+    }
+    Ok(())
 }
 
 /// Peak resident memory of this process in MiB (`VmHWM`), 0 when unknown.
@@ -70,19 +125,36 @@ pub(crate) fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// Samples per evaluation batch.
+const EVAL_BATCH: usize = 256;
+
 /// Mean loss and accuracy of `model` over `ds`.
-fn evaluate(model: &mut dyn Module, ds: Arc<dyn Dataset>, device: Device) -> Res<(f64, f64)> {
+fn evaluate(
+    model: &mut dyn Module,
+    ds: Arc<dyn Dataset>,
+    device: Device,
+    ticker: &mut Ticker,
+) -> Res<(f64, f64)> {
     model.train(false);
     let _g = might::no_grad();
     // 256 per batch: large enough to keep the kernels busy, small enough that a CNN's
     // activations stay ~100 MB (1000 per batch: ~690 MB peak RSS for the MNIST CNN)
-    let loader = DataLoader::new(ds.clone(), 256, false, false, 0).with_device(device);
+    let loader = DataLoader::new(ds.clone(), EVAL_BATCH, false, false, 0).with_device(device);
+    let total = loader.len();
     let mut meter = Meter::new(device);
-    for batch in &loader {
+    let t0 = Instant::now();
+    for (i, batch) in loader.iter().enumerate() {
         let (x, y) = batch?;
         let logits = model.forward(&x)?;
         let b = y.dims()[0];
         meter.add(&cross_entropy(&logits, &y)?, b as f64, &logits, &y)?;
+        ticker.tick(|| {
+            format!(
+                "evaluating: batch {}/{total} ({:.1}s)",
+                i + 1,
+                t0.elapsed().as_secs_f64()
+            )
+        });
     }
     let (loss_sum, right, n) = meter.read()?;
     model.train(true);
@@ -190,19 +262,33 @@ pub(crate) fn num(v: f64) -> String {
     }
 }
 
-pub fn train(args: &TrainArgs) -> Res<()> {
+/// The flag values `train` refuses before loading anything.
+fn check_args(args: &TrainArgs) -> Res<()> {
     if args.batch_size == 0 {
         return Err(CliError("--batch-size must be at least 1".into()));
     }
     if args.epochs == 0 {
         return Err(CliError("--epochs must be at least 1".into()));
     }
-    if let Some(t) = args.threads {
-        if t == 0 {
-            return Err(CliError("--threads must be at least 1".into()));
-        }
-        might::set_num_threads(t);
+    if args.limit == Some(0) {
+        return Err(CliError(
+            "--limit must be at least 1 (it is the number of training samples)".into(),
+        ));
     }
+    if let Some(lr) = args.lr {
+        crate::checks::positive("--lr", lr)?;
+    }
+    crate::checks::in_range("--momentum", args.momentum, 0.0, 1.0, false)?;
+    if let Some(wd) = args.weight_decay {
+        crate::checks::in_range("--weight-decay", wd, 0.0, f64::MAX, true)?;
+    }
+    crate::checks::positive("--progress-every", args.progress_every)?;
+    Ok(())
+}
+
+pub fn train(args: &TrainArgs) -> Res<()> {
+    check_args(args)?;
+    crate::checks::apply_threads(args.threads)?;
     let threads = might::get_num_threads();
     let dir = args
         .data
@@ -217,6 +303,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         !args.no_normalize,
     )?;
     let train_ds = loaded.train.clone().expect("train split was asked for");
+    check_memory(args, loaded.chw, loaded.classes.len(), train_ds.len())?;
     let out = args
         .out
         .clone()
@@ -228,11 +315,23 @@ pub fn train(args: &TrainArgs) -> Res<()> {
                 args.model.as_str()
             ))
         });
-    std::fs::create_dir_all(&out).map_err(|e| CliError(format!("{}: {e}", out.display())))?;
-
-    might::manual_seed(args.seed);
     let device = parse_device(&args.device)?;
     let mut job = Job::init(args.distributed)?;
+    // rank 0 writes the run's files: it alone holds the folder
+    let run = if job.is_main() {
+        let flag = if args.out.is_some() {
+            "--out"
+        } else if args.resume.is_some() {
+            "--resume"
+        } else {
+            "--out"
+        };
+        Some(RunDir::open(&out, flag)?)
+    } else {
+        None
+    };
+
+    might::manual_seed(args.seed);
     let mut model = build_model(args.model, loaded.chw, loaded.classes.len())?;
     model.to_device(device)?;
     // every rank starts from rank 0's parameters
@@ -313,6 +412,13 @@ pub fn train(args: &TrainArgs) -> Res<()> {
     .progress_chars("=> ");
     let mut epoch_secs = Vec::new();
     let mut samples_total = 0usize;
+    let mut ticker = if main {
+        Ticker::new(args.progress_every)
+    } else {
+        Ticker::off()
+    };
+    // the best test accuracy so far (best.safetensors holds its model)
+    let mut best = rows.iter().map(|r| r.test_acc).fold(f64::NEG_INFINITY, f64::max);
     for epoch in start_epoch..args.epochs {
         let pb = ProgressBar::new(steps);
         if !main {
@@ -344,6 +450,15 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             };
             meter.add(&loss, b as f64, &logits, &y).map_err(at)?;
             pb.inc(1);
+            ticker.tick(|| {
+                format!(
+                    "epoch {}/{}: step {}/{steps} ({:.1}s)",
+                    epoch + 1,
+                    args.epochs,
+                    step + 1,
+                    t0.elapsed().as_secs_f64()
+                )
+            });
             // on a GPU this is the only wait for the device during the epoch
             if step % 10 == 0 {
                 let (loss_sum, right, seen) = meter.read().map_err(at)?;
@@ -365,7 +480,7 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         epoch_secs.push(secs);
         samples_total += seen;
         let (test_loss, test_acc) = if main {
-            evaluate(model.as_mut(), loaded.test.clone(), device)?
+            evaluate(model.as_mut(), loaded.test.clone(), device, &mut ticker)?
         } else {
             (0.0, 0.0)
         };
@@ -392,15 +507,18 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             100.0 * row.test_acc,
             seen as f64 / secs.max(1e-9)
         );
+        let improved = row.test_acc > best;
+        best = best.max(row.test_acc);
         rows.push(row);
-        let mut csv = String::from(plot::CSV_HEADER);
+        let run = run.as_ref().expect("rank 0 holds the run folder");
+        let mut csv = plot::EPOCHS.csv_header();
         csv.push('\n');
         for r in &rows {
             csv += &r.csv();
             csv.push('\n');
         }
-        write_file(&out.join("metrics.csv"), &csv)?;
-        write_file(&out.join("curves.svg"), &plot::curves_svg(&rows))?;
+        run.write("metrics.csv", &csv)?;
+        run.write("curves.svg", &plot::curves_svg(&rows, plot::EPOCHS))?;
         let mut meta = BTreeMap::new();
         meta.insert("dataset".to_string(), args.dataset.as_str().to_string());
         meta.insert("model".to_string(), args.model.as_str().to_string());
@@ -419,11 +537,26 @@ pub fn train(args: &TrainArgs) -> Res<()> {
             rng: might::tensor::random::global_state(),
             meta,
         };
-        ckpt::save(
-            &out.join(format!("checkpoint-epoch{}.safetensors", epoch + 1)),
-            &ck,
-        )?;
+        if args.keep_checkpoints > 0 {
+            ckpt::save(
+                &out.join(format!("checkpoint-epoch{}.safetensors", epoch + 1)),
+                &ck,
+            )?;
+        }
+        run.prune("checkpoint-epoch", args.keep_checkpoints);
+        if improved {
+            ckpt::save(&out.join("best.safetensors"), &ck)?;
+        }
         ckpt::save(&out.join("last.safetensors"), &ck)?;
+        if crate::term::stdout_closed() {
+            // `might train … | head -1`: the reader left; this epoch is saved, stop here
+            eprintln!(
+                "stdout closed: stopping after epoch {} (saved in {})",
+                epoch + 1,
+                out.display()
+            );
+            return Ok(());
+        }
     }
     let last = rows.last().cloned().ok_or_else(|| {
         CliError(format!(
@@ -478,27 +611,106 @@ fn restore(path: &Path) -> Res<(Box<dyn Module>, DatasetName, Checkpoint)> {
         "small-cnn" => ModelName::SmallCnn,
         m => return Err(CliError(format!("{}: unknown model {m}", path.display()))),
     };
-    let chw: Vec<usize> = get("chw")?
+    let chw_text = get("chw")?;
+    let bad_chw = || {
+        CliError(format!(
+            "{}: checkpoint field chw {chw_text:?} is not three positive sizes C,H,W",
+            path.display()
+        ))
+    };
+    let chw: Vec<usize> = chw_text
         .split(',')
-        .map(|d| {
-            d.parse()
-                .map_err(|_| CliError("bad chw in checkpoint".into()))
-        })
+        .map(|d| d.trim().parse().map_err(|_| bad_chw()))
         .collect::<Res<_>>()?;
-    let chw: [usize; 3] = chw
-        .try_into()
-        .map_err(|_| CliError("bad chw in checkpoint".into()))?;
+    let chw: [usize; 3] = chw.try_into().map_err(|_| bad_chw())?;
+    if chw.contains(&0) {
+        return Err(bad_chw());
+    }
     let classes = get("classes")?.split('|').count();
+    check_meta(path, model, chw, classes, &ck.model)?;
     let mut net = build_model(model, chw, classes)?;
     load_state_dict(net.as_ref(), &ck.model, true)?;
     net.train(false);
     Ok((net, ds, ck))
 }
 
-pub fn eval(path: &Path, data_dir: Option<&Path>, threads: Option<usize>) -> Res<()> {
-    if let Some(t) = threads {
-        might::set_num_threads(t.max(1));
+/// Check a checkpoint's `chw` and `classes` against the shapes of the tensors it holds, before
+/// a model is built from them (a forged or damaged field must not size the allocations).
+fn check_meta(
+    path: &Path,
+    kind: ModelName,
+    [c, h, w]: [usize; 3],
+    classes: usize,
+    tensors: &[(String, Tensor)],
+) -> Res<()> {
+    let shown = path.display();
+    if c != 1 && c != 3 {
+        return Err(CliError(format!(
+            "{shown}: checkpoint field chw has {c} channels; the models take 1 (gray) or 3 (RGB)"
+        )));
     }
+    // the layers' weights in model order (names are `INDEX.weight`)
+    let mut weights: Vec<(usize, &str, &[usize])> = tensors
+        .iter()
+        .filter_map(|(n, t)| {
+            let (i, rest) = n.split_once('.')?;
+            (rest == "weight").then_some((i.parse().ok()?, n.as_str(), t.dims()))
+        })
+        .collect();
+    weights.sort_by_key(|w| w.0);
+    let linear: Vec<_> = weights.iter().filter(|w| w.2.len() == 2).collect();
+    let (Some(first), Some(last)) = (linear.first(), linear.last()) else {
+        return Err(CliError(format!(
+            "{shown}: checkpoint has no Linear layer weights for model {}",
+            kind.as_str()
+        )));
+    };
+    if kind != ModelName::Mlp {
+        let conv = weights.iter().find(|w| w.2.len() == 4).ok_or_else(|| {
+            CliError(format!(
+                "{shown}: checkpoint has no convolution weights for model {}",
+                kind.as_str()
+            ))
+        })?;
+        if conv.2[1] != c {
+            return Err(CliError(format!(
+                "{shown}: checkpoint field chw says {c} channels, but {} has shape {:?}",
+                conv.1, conv.2
+            )));
+        }
+    }
+    let side = |n: usize| (n.saturating_sub(2) / 2).saturating_sub(2) / 2;
+    let features = match kind {
+        ModelName::Mlp => [c, h, w],
+        ModelName::Cnn if c == 1 => [64, h / 4, w / 4],
+        ModelName::Cnn => [256, h / 8, w / 8],
+        ModelName::SmallCnn => [16, side(h), side(w)],
+    }
+    .iter()
+    .try_fold(1usize, |a, &d| a.checked_mul(d));
+    if features != Some(first.2[1]) {
+        return Err(CliError(format!(
+            "{shown}: checkpoint field chw {c},{h},{w} does not match the model's weights ({} has shape {:?})",
+            first.1, first.2
+        )));
+    }
+    if last.2[0] != classes {
+        return Err(CliError(format!(
+            "{shown}: checkpoint field classes names {classes} classes, but {} has shape {:?}",
+            last.1, last.2
+        )));
+    }
+    Ok(())
+}
+
+pub fn eval(
+    path: &Path,
+    data_dir: Option<&Path>,
+    threads: Option<usize>,
+    progress_every: f64,
+) -> Res<()> {
+    crate::checks::positive("--progress-every", progress_every)?;
+    crate::checks::apply_threads(threads)?;
     let (mut net, ds, ck) = restore(path)?;
     let dir = data_dir
         .map(Path::to_path_buf)
@@ -512,7 +724,12 @@ pub fn eval(path: &Path, data_dir: Option<&Path>, threads: Option<usize>) -> Res
         !ck.meta.get("mean").is_none_or(|m| m.is_empty()),
     )?;
     let t0 = Instant::now();
-    let (loss, acc) = evaluate(net.as_mut(), loaded.test.clone(), Device::Cpu)?;
+    let (loss, acc) = evaluate(
+        net.as_mut(),
+        loaded.test.clone(),
+        Device::Cpu,
+        &mut Ticker::new(progress_every),
+    )?;
     println!(
         "{{\"dataset\":{},\"model\":{},\"epoch\":{},\"test_loss\":{},\"test_accuracy\":{},\"samples\":{},\"seconds\":{}}}",
         json_str(ds.as_str()),

@@ -26,6 +26,7 @@ pub mod device;
 pub mod distributed;
 pub mod dtype;
 pub mod error;
+pub mod gradcheck;
 pub mod io;
 pub mod layout;
 pub mod limits;

@@ -12,10 +12,9 @@
 //! PyTorch. Ops run inside [`no_grad`] record nothing.
 
 mod engine;
-pub mod gradcheck;
 
+pub use crate::gradcheck::{self, gradcheck, GradCheck};
 pub use engine::{backward_with, BackwardOptions};
-pub use gradcheck::{gradcheck, GradCheck};
 
 use crate::{Result, Tensor};
 use std::cell::Cell;

@@ -43,8 +43,9 @@ pub fn out_len(
     pad: usize,
     dil: usize,
 ) -> Option<usize> {
-    let span = dil * (kernel.max(1) - 1) + 1;
-    let padded = input + 2 * pad;
+    // (sizes too large to add up: no output, like a kernel larger than the input)
+    let span = dil.checked_mul(kernel.max(1) - 1)?.checked_add(1)?;
+    let padded = pad.checked_mul(2)?.checked_add(input)?;
     (padded >= span).then(|| (padded - span) / stride + 1)
 }
 

@@ -51,7 +51,8 @@ impl DataLoader {
 
     /// How many batches to build ahead on the background thread (default 8; 0: build on the
     /// caller's thread, no extra thread). The thread refills the queue when it has drained to
-    /// half, so it wakes once per `batches / 2` steps rather than every step.
+    /// half, so it wakes once per `batches / 2` steps rather than every step. More than an
+    /// epoch's batches is the same as an epoch's batches.
     pub fn with_prefetch(mut self, batches: usize) -> DataLoader {
         self.prefetch = batches;
         self
@@ -182,7 +183,8 @@ impl DataLoader {
                 },
             };
         }
-        let queue = Arc::new(Queue::new(self.prefetch));
+        // (never more room than the epoch has batches: a huge prefetch asks for nothing extra)
+        let queue = Arc::new(Queue::new(self.prefetch.min(batches.len())));
         let tx = queue.clone();
         let handle = std::thread::Builder::new()
             .name("might-dataloader".into())

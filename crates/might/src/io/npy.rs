@@ -24,20 +24,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Tensor> {
 #[track_caller]
 pub fn load_from_bytes(bytes: &[u8]) -> Result<Tensor> {
     let h = parse_header(bytes)?;
-    let (_, nbytes) = checked_nbytes(FMT, &h.shape, h.dtype)?;
-    let data = &bytes[h.data_start..];
-    if data.len() < nbytes {
-        return Err(Error::format(
-            FMT,
-            format!(
-                "truncated: shape {:?} of {} needs {nbytes} data bytes, the file has {}",
-                h.shape,
-                h.dtype,
-                data.len()
-            ),
-        ));
-    }
-    let data = &data[..nbytes];
+    let data = data_of(bytes, &h)?;
     if h.fortran_order && h.shape.len() > 1 {
         // Column-major data is the row-major data of the reversed shape, transposed back.
         let rev: Vec<usize> = h.shape.iter().rev().copied().collect();
@@ -112,8 +99,27 @@ pub fn save_to_bytes(t: &Tensor) -> Result<Vec<u8>> {
 
 pub(crate) fn inspect_bytes(bytes: &[u8]) -> Result<Vec<TensorInfo>> {
     let h = parse_header(bytes)?;
-    checked_nbytes(FMT, &h.shape, h.dtype)?;
+    data_of(bytes, &h)?; // the data the header promises must be there
     Ok(vec![TensorInfo::new(String::new(), h.dtype, h.shape)])
+}
+
+/// The array's data bytes, checked against what the header promises.
+#[track_caller]
+fn data_of<'a>(bytes: &'a [u8], h: &Header) -> Result<&'a [u8]> {
+    let (_, nbytes) = checked_nbytes(FMT, &h.shape, h.dtype)?;
+    let data = bytes.get(h.data_start..).unwrap_or(&[]);
+    if data.len() < nbytes {
+        return Err(Error::format(
+            FMT,
+            format!(
+                "truncated: shape {:?} of {} needs {nbytes} data bytes, the file has {}",
+                h.shape,
+                h.dtype,
+                data.len()
+            ),
+        ));
+    }
+    Ok(&data[..nbytes])
 }
 
 struct Header {

@@ -56,7 +56,30 @@ impl GptConfig {
                 format!("dropout must be in [0, 1), got {}", c.dropout),
             ));
         }
-        Ok(())
+        // before anything is built: the parameters must fit the memory budget
+        let n = c.parameter_count();
+        let what = format_args!("a model of {n} parameters ({c:?})");
+        crate::limits::check_bytes("GptConfig", &what, n, 4)
+    }
+
+    /// Number of parameter values (without the tied head), computed without overflow for
+    /// any sizes (so absurd configurations are refused before anything is allocated).
+    pub fn parameter_count(&self) -> u128 {
+        let (v, t, l) = (
+            self.vocab_size as u128,
+            self.block_size as u128,
+            self.n_layer as u128,
+        );
+        let c = self.n_embd as u128;
+        let b = u128::from(self.bias);
+        // per layer: two LayerNorms, qkv [3c, c], proj [c, c], fc [4c, c], proj [c, 4c]
+        let layer = c
+            .saturating_mul(c)
+            .saturating_mul(12)
+            .saturating_add(c.saturating_mul(2 + 11 * b));
+        (v.saturating_add(t).saturating_mul(c))
+            .saturating_add(l.saturating_mul(layer))
+            .saturating_add(c + b * c)
     }
 
     /// Names and shapes of every tensor of the model, in `named_parameters` order (without the

@@ -146,7 +146,10 @@ pub fn generate(
     let block = model.config.block_size;
     let mut cache = model.new_cache(1)?;
     let mut all: Vec<i64> = prompt.to_vec();
-    let mut out = Vec::with_capacity(max_new_tokens);
+    // the tokens are kept twice (context and output): refuse counts no memory could hold
+    let what = format_args!("{max_new_tokens} new tokens");
+    crate::limits::check_bytes("generate", &what, max_new_tokens as u128, 16)?;
+    let mut out = Vec::with_capacity(max_new_tokens.min(1 << 16));
     // tokens not yet in the cache
     let start = all.len().saturating_sub(block);
     let mut pending: Vec<i64> = all[start..].to_vec();

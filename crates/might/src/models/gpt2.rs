@@ -410,7 +410,7 @@ impl Gpt2 {
         }
         let _g = no_grad();
         let mut cache = self.new_cache(1)?;
-        let mut out = Vec::with_capacity(max_new_tokens);
+        let mut out = Vec::with_capacity(max_new_tokens.min(1 << 16));
         let mut pending = prompt.to_vec();
         for _ in 0..max_new_tokens {
             let n = pending.len();

@@ -68,12 +68,12 @@ fn check_conv(
     }
     let (xd, wd) = (x.dims(), w.dims());
     let (c, o) = (xd[1], wd[0]);
-    if wd[1] * groups != c {
+    if wd[1].checked_mul(groups) != Some(c) {
         return Err(Error::shape(
             op,
             format!(
                 "expected input with {} channels (weight {}, groups {groups}), got input {}",
-                wd[1] * groups,
+                wd[1].saturating_mul(groups),
                 w.shape(),
                 x.shape()
             ),
@@ -118,7 +118,7 @@ fn check_conv(
                 return Err(Error::shape(
                     op,
                     format!(
-                        "kernel {:?} (dilation {dilation:?}) is larger than the padded input: \
+                        "kernel {:?} (dilation {dilation:?}) does not fit the padded input: \
                          input {}, padding {padding:?}",
                         &wd[2..],
                         x.shape()
@@ -127,6 +127,8 @@ fn check_conv(
             }
         }
     }
+    let full: Vec<usize> = [xd[0], o].iter().chain(&out).copied().collect();
+    crate::limits::check_alloc(op, &full.into(), x.dtype())?;
     Ok(out)
 }
 

@@ -71,8 +71,12 @@ impl Generator {
         }
     }
 
-    /// Uniform integer in [0, n) without modulo bias (n > 0).
+    /// Uniform integer in [0, n) without modulo bias; `n = 0` stands for 2^64 (any `u64`),
+    /// the modular reading of an empty bound, rather than a division by zero.
     pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            return self.next_u64();
+        }
         let zone = u64::MAX - (u64::MAX % n);
         loop {
             let v = self.next_u64();

@@ -1,4 +1,6 @@
-//! `gradcheck`: compare analytic gradients with central finite differences (in f64).
+//! `gradcheck`: compare analytic gradients with central finite differences (in f64). A
+//! testing tool built on the ops and the engine (not part of them, so outside the core; also
+//! reachable as `might::autograd::gradcheck`).
 
 use crate::{DType, Error, ErrorKind, Result, Tensor};
 
