@@ -101,10 +101,14 @@ pub fn load(
                     vec![]
                 }
             };
-            let test = Mnist::load(dir, false)?.with_transforms(tf(), 0);
+            let test = Mnist::load(dir, false)?;
+            check_labels(dir, "t10k", test.labels(), classes.len())?;
+            let test = test.with_transforms(tf(), 0);
             let chw = test.image_shape();
             let train = if train {
-                let t = Mnist::load(dir, true)?.with_transforms(tf(), 0);
+                let t = Mnist::load(dir, true)?;
+                check_labels(dir, "train", t.labels(), classes.len())?;
+                let t = t.with_transforms(tf(), 0);
                 let t: Arc<dyn Dataset> = match limit {
                     Some(n) => Arc::new(Limited(Arc::new(t), n)),
                     None => Arc::new(t),
@@ -213,14 +217,48 @@ fn folder(dir: &Path, _: bool, _: u64, _: Vec<Transform>) -> Result<Split, CliEr
     )))
 }
 
-/// The first `n` samples of a dataset.
+/// Refuse labels outside `0..classes`, naming the labels file (found now, not mid-training).
+fn check_labels(dir: &Path, prefix: &str, labels: &[u8], classes: usize) -> Result<(), CliError> {
+    let Some((i, &bad)) = labels
+        .iter()
+        .enumerate()
+        .find(|(_, &l)| l as usize >= classes)
+    else {
+        return Ok(());
+    };
+    let name = format!("{prefix}-labels-idx1-ubyte");
+    let file = [dir.join(&name), dir.join(format!("{name}.gz"))]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| dir.join(name));
+    Err(CliError(format!(
+        "{}: label {bad} at index {i} is out of range (the dataset has {classes} classes, 0..{})",
+        file.display(),
+        classes - 1
+    )))
+}
+
+/// `n` samples of a dataset spread evenly over it (sample `i * len / n`): a data set sorted
+/// by class (an image folder) keeps every class, which its first `n` samples would not.
 struct Limited(Arc<dyn Dataset>, usize);
+
+impl Limited {
+    fn source(&self, i: usize) -> usize {
+        let len = self.0.len();
+        if self.1 >= len {
+            i
+        } else {
+            (i as u128 * len as u128 / self.1 as u128) as usize
+        }
+    }
+}
 
 impl Dataset for Limited {
     fn len(&self) -> usize {
         self.0.len().min(self.1)
     }
     fn get_batch(&self, idx: &[usize]) -> might::Result<(might::Tensor, might::Tensor)> {
-        self.0.get_batch(idx)
+        let src: Vec<usize> = idx.iter().map(|&i| self.source(i)).collect();
+        self.0.get_batch(&src)
     }
 }

@@ -20,10 +20,10 @@ use might::optim::{
 };
 use might::{Device, Generator, Tensor};
 
+use crate::checks::Ticker;
 use crate::dist::Job;
 use crate::meter::{parse_device, Meter};
 use crate::plot::{self, Row};
-use crate::checks::Ticker;
 use crate::rundir::RunDir;
 use crate::train::{json_str, num, peak_rss_mb, CliError};
 
@@ -291,9 +291,7 @@ fn check_memory(a: &GptTrainArgs, vocab: usize) -> Res<()> {
         .saturating_add(2 * e);
     crate::checks::fits(
         &format!("--layers {} --embd {}", a.layers, a.embd),
-        &format!(
-            "a model of {params} parameters with its gradients and AdamW state"
-        ),
+        &format!("a model of {params} parameters with its gradients and AdamW state"),
         params.saturating_mul(16),
     )?;
     // per token and layer: LayerNorms, qkv, attention rows (scores, softmax), projections,
@@ -410,8 +408,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         dropout: args.dropout,
         bias: true,
     };
-    cfg.validate()?;
+    // before validate(): the flags, not the config, are named when the model cannot fit
     check_memory(args, vocab.chars.len())?;
+    cfg.validate()?;
     let out = args
         .out
         .clone()

@@ -39,10 +39,6 @@ impl RunDir {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Write `name` in the folder atomically: a temporary file next to it, synced, then
     /// renamed over it, so a kill or a full disk leaves the previous version whole.
     pub fn write(&self, name: &str, text: &str) -> Res<()> {

@@ -94,7 +94,11 @@ fn check_memory(args: &TrainArgs, chw: [usize; 3], classes: usize, train_len: us
     let batch = args.batch_size.min(train_len.max(1)) as u128;
     let per = floats_per_sample(args.model, chw, classes);
     crate::checks::fits(
-        &format!("--batch-size {} with --model {}", args.batch_size, args.model.as_str()),
+        &format!(
+            "--batch-size {} with --model {}",
+            args.batch_size,
+            args.model.as_str()
+        ),
         &format!("the activations of one batch of {batch}"),
         batch.saturating_mul(per).saturating_mul(4),
     )?;
@@ -105,9 +109,7 @@ fn check_memory(args: &TrainArgs, chw: [usize; 3], classes: usize, train_len: us
         crate::checks::fits(
             &format!("--prefetch {p}"),
             &format!("{queued} queued batches of {batch} samples"),
-            queued
-                .saturating_mul(batch)
-                .saturating_mul(input * 4 + 8),
+            queued.saturating_mul(batch).saturating_mul(input * 4 + 8),
         )?;
     }
     Ok(())
@@ -418,7 +420,10 @@ pub fn train(args: &TrainArgs) -> Res<()> {
         Ticker::off()
     };
     // the best test accuracy so far (best.safetensors holds its model)
-    let mut best = rows.iter().map(|r| r.test_acc).fold(f64::NEG_INFINITY, f64::max);
+    let mut best = rows
+        .iter()
+        .map(|r| r.test_acc)
+        .fold(f64::NEG_INFINITY, f64::max);
     for epoch in start_epoch..args.epochs {
         let pb = ProgressBar::new(steps);
         if !main {
