@@ -179,8 +179,8 @@ fn npy_whose_header_promises_more_data_than_the_file_holds() {
     might::io::npy::save(&p, &t).unwrap();
     let bytes = std::fs::read(&p).unwrap();
     // a version 1.0 header promising 10^18 elements, followed by 16 bytes of data
-    let mut dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000000000,), }"
-        .to_string();
+    let mut dict =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000000000,), }".to_string();
     while (10 + dict.len() + 1) % 64 != 0 {
         dict.push(' ');
     }
@@ -200,4 +200,21 @@ fn npy_whose_header_promises_more_data_than_the_file_holds() {
     assert!(e.msg.contains("truncated"), "{e}");
     assert!(might::io::inspect(&p).is_ok());
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn ops_whose_output_outgrows_their_inputs_check_the_budget() {
+    let col = Tensor::zeros([1 << 20, 1], DType::F32).unwrap();
+    let row = Tensor::zeros([1, 1 << 20], DType::F32).unwrap();
+    let e = err_of(col.add(&row), "add");
+    assert_eq!(e.kind, ErrorKind::Memory, "{e}");
+    let e = err_of(col.matmul(&row), "matmul");
+    assert_eq!(e.kind, ErrorKind::Memory, "{e}");
+    let e = err_of(
+        col.expand([1 << 20, 1 << 20]).and_then(|t| t.contiguous()),
+        "contiguous",
+    );
+    assert_eq!(e.kind, ErrorKind::Memory, "{e}");
+    let ids = Tensor::zeros([1 << 20], DType::I64).unwrap();
+    err_of(ids.one_hot(1 << 20), "one_hot");
 }

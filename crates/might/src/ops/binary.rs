@@ -12,6 +12,7 @@ impl Tensor {
         let name = op.name();
         self.check_same_dtype(name, rhs)?;
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
+        crate::limits::check_alloc(name, &shape, self.dtype())?;
         let ll = self.layout().broadcast_as(name, &shape)?;
         let rl = rhs.layout().broadcast_as(name, &shape)?;
         let out = self.storage().binary(&ll, &rhs.storage(), &rl, op);
@@ -267,6 +268,7 @@ impl Tensor {
     fn compare(&self, rhs: &Tensor, name: &str, op: Cmp) -> Result<Tensor> {
         self.check_same_dtype(name, rhs)?;
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
+        crate::limits::check_alloc(name, &shape, DType::Bool)?;
         let ll = self.layout().broadcast_as(name, &shape)?;
         let rl = rhs.layout().broadcast_as(name, &shape)?;
         let out = self.storage().cmp(&ll, &rhs.storage(), &rl, op);
@@ -343,6 +345,7 @@ impl Tensor {
         a.check_same_dtype("where", b)?;
         let shape = broadcast_shapes("where", a.shape(), b.shape())?;
         let shape = broadcast_shapes("where", cond.shape(), &shape)?;
+        crate::limits::check_alloc("where", &shape, a.dtype())?;
         let cl = cond.layout().broadcast_as("where", &shape)?;
         let al = a.layout().broadcast_as("where", &shape)?;
         let bl = b.layout().broadcast_as("where", &shape)?;

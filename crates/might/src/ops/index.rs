@@ -284,12 +284,13 @@ impl Tensor {
     #[track_caller]
     pub fn one_hot(&self, num_classes: usize) -> Result<Tensor> {
         let ids = read_indices("one_hot", self, num_classes)?;
+        let mut shape = self.dims().to_vec();
+        shape.push(num_classes);
+        crate::limits::check_alloc("one_hot", &Shape(shape.clone()), DType::I64)?;
         let mut v = vec![0i64; ids.len() * num_classes];
         for (r, &i) in ids.iter().enumerate() {
             v[r * num_classes + i] = 1;
         }
-        let mut shape = self.dims().to_vec();
-        shape.push(num_classes);
         Tensor::from_vec(v, shape)?.to_device(self.device())
     }
 

@@ -99,6 +99,7 @@ impl Tensor {
         sb.extend([k, n]);
         let mut so = batch.0.clone();
         so.extend([m, n]);
+        crate::limits::check_alloc("matmul", &Shape(so.clone()), self.dtype())?;
         let la = self.layout().broadcast_as("matmul", &Shape(sa))?;
         let lb = rhs.layout().broadcast_as("matmul", &Shape(sb))?;
         if self.dtype() != rhs.dtype() || !self.dtype().is_float() {

@@ -341,6 +341,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
+        crate::limits::check_alloc("contiguous", self.shape(), self.dtype())?;
         let data = self.storage().copy_contiguous(self.layout());
         Ok(
             Tensor::from_result(data, self.shape())?.record("CloneBackward", &[self], || {
