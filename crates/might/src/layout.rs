@@ -107,7 +107,12 @@ impl Layout {
         };
         l.offset += start * self.strides[dim];
         l.shape.0[dim] = len;
-        l.strides[dim] *= step;
+        // (a step past the end leaves one element, whose stride is never used)
+        l.strides[dim] = if len > 1 {
+            l.strides[dim] * step
+        } else {
+            l.strides[dim]
+        };
         l
     }
 

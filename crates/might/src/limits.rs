@@ -91,16 +91,18 @@ pub fn check_bytes(
 /// [`check_bytes`] for a tensor of `shape` and `dtype`.
 #[track_caller]
 pub fn check_alloc(op: &str, shape: &Shape, dtype: DType) -> Result<()> {
+    let what = format_args!("{shape} {dtype}");
+    // every dim but the empty ones: kernels index with such products, so an empty tensor
+    // with one may not pass either
+    let span = shape.dims().iter().filter(|&&d| d > 0);
+    if span.fold(1u128, |a, &d| a.saturating_mul(d as u128)) > isize::MAX as u128 {
+        return Err(Error::shape(op, format!("{what} has too many elements")));
+    }
     let elems = shape
         .dims()
         .iter()
         .fold(1u128, |a, &d| a.saturating_mul(d as u128));
-    check_bytes(
-        op,
-        &format_args!("{shape} {dtype}"),
-        elems,
-        dtype.size_in_bytes() as u128,
-    )
+    check_bytes(op, &what, elems, dtype.size_in_bytes() as u128)
 }
 
 /// A vector of `n` copies of `v`, or an error where the allocator refuses (instead of the

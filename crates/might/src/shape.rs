@@ -17,7 +17,8 @@ impl Shape {
     }
     /// Number of elements (1 for a scalar).
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        // (an empty shape may hold dims whose product overflows: it still has no elements)
+        self.checked_numel().unwrap_or(usize::MAX)
     }
     /// Strides of a C-contiguous (row-major) tensor of this shape.
     pub fn contiguous_strides(&self) -> Vec<usize> {
@@ -25,7 +26,7 @@ impl Shape {
         let mut acc = 1;
         for (s, &d) in strides.iter_mut().zip(&self.0).rev() {
             *s = acc;
-            acc *= d.max(1);
+            acc = d.max(1).saturating_mul(acc); // (saturates only for empty tensors)
         }
         strides
     }

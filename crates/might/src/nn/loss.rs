@@ -80,6 +80,12 @@ pub fn cross_entropy(
     }
     let cdim = if logits.rank() == 1 { 0 } else { 1 };
     let c = logits.dims()[cdim];
+    if c == 0 {
+        return Err(Error::shape(
+            OP,
+            format!("logits {} have no classes", logits.shape()),
+        ));
+    }
     let mut row_shape = logits.dims().to_vec();
     row_shape.remove(cdim);
     if let Some(w) = &opts.weight {

@@ -7,7 +7,7 @@
 //! contiguous first.
 
 use crate::backend::geom::{out_len, ConvGeom, PoolGeom};
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Result, Shape, Tensor};
 
 /// Only f32 and f64 have conv kernels; say so clearly for anything else.
 #[track_caller]
@@ -370,6 +370,7 @@ impl Tensor {
         let mut out_shape = self.dims().to_vec();
         let r = out_shape.len();
         out_shape[r - 2..].copy_from_slice(&output);
+        crate::limits::check_alloc(op, &Shape(out_shape.clone()), self.dtype())?;
         let x = self.detach().contiguous()?;
         let out = x
             .storage()

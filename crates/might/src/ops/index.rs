@@ -16,8 +16,12 @@ fn read_indices(op: &str, idx: &Tensor, bound: usize) -> Result<Vec<usize>> {
     idx.to_vec::<i64>()?
         .into_iter()
         .map(|i| {
-            let j = if i < 0 { i + bound as i64 } else { i };
-            if j < 0 || j >= bound as i64 {
+            let j = if i < 0 {
+                i as i128 + bound as i128
+            } else {
+                i as i128
+            };
+            if j < 0 || j >= bound as i128 {
                 Err(Error::index(
                     op,
                     format!("index {i} is out of bounds for size {bound}"),
@@ -338,6 +342,7 @@ impl Tensor {
 
     /// Bool `[n, m]` mask, true where `j - i <= k` (lower) or `j - i >= k` (upper).
     pub fn tri_mask(n: usize, m: usize, k: i64, lower: bool) -> Result<Tensor> {
+        crate::limits::check_alloc("tri_mask", &Shape(vec![n, m]), DType::Bool)?;
         let v: Vec<bool> = (0..n * m)
             .map(|p| {
                 let (i, j) = ((p / m) as i64, (p % m) as i64);

@@ -196,7 +196,7 @@ impl Tensor {
         let span = (high as i128 - low as i128) as u64;
         let data = with_global(|g| {
             (0..n)
-                .map(|_| low + g.below(span) as i64)
+                .map(|_| (low as i128 + g.below(span) as i128) as i64)
                 .collect::<Vec<_>>()
         });
         Tensor::from_vec(data, shape)

@@ -109,7 +109,8 @@ pub fn manual_seed(seed: u64) {
 
 /// Run `f` with the global generator.
 pub fn with_global<R>(f: impl FnOnce(&mut Generator) -> R) -> R {
-    let mut g = GLOBAL.lock().unwrap();
+    // (a panic elsewhere while it was held leaves a generator that is still valid)
+    let mut g = GLOBAL.lock().unwrap_or_else(|e| e.into_inner());
     f(g.get_or_insert_with(|| Generator::new(DEFAULT_SEED)))
 }
 

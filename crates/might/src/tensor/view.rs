@@ -193,21 +193,18 @@ impl Tensor {
     /// `len` elements of `dim` starting at `start`.
     #[track_caller]
     pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Result<Tensor> {
-        self.slice(dim, start as isize, (start + len) as isize, 1)
-            .and_then(|t| {
-                let d = self.layout().dim("narrow", dim)?;
-                if start + len > self.dims()[d] {
-                    return Err(Error::index(
-                        "narrow",
-                        format!(
-                            "start {start} + length {len} exceeds dim {d} of size {} (shape {})",
-                            self.dims()[d],
-                            self.shape()
-                        ),
-                    ));
-                }
-                Ok(t)
-            })
+        let d = self.layout().dim("narrow", dim)?;
+        match start.checked_add(len) {
+            Some(end) if end <= self.dims()[d] => self.slice(dim, start as isize, end as isize, 1),
+            _ => Err(Error::index(
+                "narrow",
+                format!(
+                    "start {start} + length {len} exceeds dim {d} of size {} (shape {})",
+                    self.dims()[d],
+                    self.shape()
+                ),
+            )),
+        }
     }
 
     /// Python-style slice `start:end:step` along `dim` (negative start/end count from the end,
