@@ -80,9 +80,8 @@ impl HfConfig {
     pub fn f64(&self, key: &str, default: f64) -> Result<f64> {
         match self.value(key) {
             None => Ok(default),
-            Some(Json::Number(s)) => s
-                .parse::<f64>()
-                .ok()
+            Some(v @ Json::Number(_)) => v
+                .as_f64()
                 .filter(|v| v.is_finite())
                 .ok_or_else(|| self.bad(key, "a finite number")),
             Some(_) => Err(self.bad(key, "a number")),
