@@ -100,8 +100,12 @@ pub fn generate(args: &GenerateArgs) -> Res<()> {
     };
     let mut gen = might::Generator::new(args.seed);
     let mut out = std::io::stdout().lock();
-    write!(out, "{}", args.prompt)?;
-    out.flush()?;
+    if write!(out, "{}", args.prompt)
+        .and_then(|_| out.flush())
+        .is_err()
+    {
+        return Ok(()); // closed pipe (`| head`): nothing more to show
+    }
     // decode everything generated so far and print what is new: a character split over two
     // byte-level tokens appears once its last byte has come (no U+FFFD halves)
     let mut ids: Vec<u32> = Vec::new();

@@ -52,6 +52,9 @@ fn train(data: &Path, out: &Path, epochs: &str, resume: bool) {
         "0.05",
         "--seed",
         "3",
+        // the test compares the epoch checkpoints of both runs
+        "--keep-checkpoints",
+        "2",
     ];
     let o = out.to_str().unwrap();
     if resume {
