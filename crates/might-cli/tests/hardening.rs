@@ -77,7 +77,7 @@ fn override_flags<'a>(mut args: Vec<&'a str>, extra: &[&'a str]) -> Vec<&'a str>
 
 /// `train mnist` on `data` into `out` with small settings plus `extra`.
 fn train_args<'a>(data: &'a Path, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec![
+    let a = vec![
         "train",
         "mnist",
         "--data",
@@ -157,7 +157,7 @@ fn gpt_text(dir: &Path) -> PathBuf {
 }
 
 fn gpt_args<'a>(text: &'a Path, out: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut a = vec![
+    let a = vec![
         "train",
         "gpt",
         "--text",
@@ -591,7 +591,11 @@ fn oversized_models_batches_and_outputs_are_refused() {
     let dir = tmpdir("mem");
     let txt = gpt_text(&dir);
     let out = dir.join("out");
-    let o = might(&gpt_args(&txt, &out, &["--layers", "100000"]));
+    let o = might(&gpt_args(
+        &txt,
+        &out,
+        &["--layers", "100000", "--embd", "128"],
+    ));
     assert_user_error(&o, "--layers 100000");
     assert!(text(&o.stderr).contains("memory budget"));
     let o = might(&gpt_args(
