@@ -264,7 +264,7 @@ fn check_tensors(path: &Path, cfg: &GptConfig, tensors: &[(String, Tensor)]) -> 
             cfg.block_size
         )));
     }
-    if cfg.n_head == 0 || cfg.n_embd % cfg.n_head != 0 {
+    if cfg.n_head == 0 || !cfg.n_embd.is_multiple_of(cfg.n_head) {
         return Err(CliError(format!(
             "{shown}: checkpoint field n_head ({}) does not divide n_embd ({})",
             cfg.n_head, cfg.n_embd

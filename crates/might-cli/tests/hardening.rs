@@ -197,7 +197,7 @@ fn forge_meta(src: &Path, dst: &Path, fields: &[(&str, &str)]) {
         header["__metadata__"][format!("extra.{k}")] = serde_json::Value::String(v.to_string());
     }
     let mut h = serde_json::to_vec(&header).unwrap();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = (h.len() as u64).to_le_bytes().to_vec();
