@@ -139,19 +139,19 @@ fn generators_and_models_refuse_absurd_sizes() {
         dropout: 0.0,
         bias: true,
     };
-    let e = err_of(Gpt::new(cfg.clone()), "GptConfig");
+    let e = err_of(Gpt::new(cfg), "GptConfig");
     assert_eq!(e.kind, ErrorKind::Memory, "{e}");
     let huge = GptConfig {
         vocab_size: 16,
         n_layer: 100_000_000,
         n_embd: 64,
-        ..cfg.clone()
+        ..cfg
     };
     err_of(Gpt::new(huge), "GptConfig");
     let wide = GptConfig {
         vocab_size: 16,
         n_embd: usize::MAX,
-        ..cfg.clone()
+        ..cfg
     };
     assert_eq!(wide.parameter_count(), u128::MAX);
     err_of(Gpt::new(wide), "GptConfig");
@@ -181,7 +181,7 @@ fn npy_whose_header_promises_more_data_than_the_file_holds() {
     // a version 1.0 header promising 10^18 elements, followed by 16 bytes of data
     let mut dict =
         "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000000000,), }".to_string();
-    while (10 + dict.len() + 1) % 64 != 0 {
+    while !(10 + dict.len() + 1).is_multiple_of(64) {
         dict.push(' ');
     }
     dict.push('\n');

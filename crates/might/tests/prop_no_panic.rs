@@ -36,12 +36,11 @@ impl Ctx {
         self.g.below(100) < percent
     }
     fn dtype(&mut self) -> DType {
-        let d = if self.chance(60) {
+        if self.chance(60) {
             DType::F32
         } else {
             self.pick(&DTYPES)
-        };
-        d
+        }
     }
     fn dims(&mut self) -> Vec<usize> {
         let rank = self.pick(&[0usize, 1, 1, 2, 2, 2, 3, 3, 4, 5]);
@@ -604,7 +603,7 @@ fn every_public_op_returns_ok_or_err_never_panics_or_aborts() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        let last = err.lines().filter(|l| l.starts_with("case ")).last();
+        let last = err.lines().rfind(|l| l.starts_with("case "));
         let report: Vec<&str> = err
             .lines()
             .skip_while(|l| !l.starts_with("PANICS"))

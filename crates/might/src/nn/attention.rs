@@ -152,7 +152,7 @@ impl MultiheadAttention {
                 format!("embed_dim {embed_dim} must be divisible by num_heads {num_heads}"),
             ));
         }
-        let e3 = embed_dim.checked_mul(3).unwrap_or(usize::MAX);
+        let e3 = embed_dim.saturating_mul(3); // (too large: refused by `param`)
         let w = param("MultiheadAttention", &[e3, embed_dim], DType::F32)?;
         init::xavier_uniform(&w, 1.0)?;
         let b = match config.bias {
