@@ -218,3 +218,26 @@ fn ops_whose_output_outgrows_their_inputs_check_the_budget() {
     let ids = Tensor::zeros([1 << 20], DType::I64).unwrap();
     err_of(ids.one_hot(1 << 20), "one_hot");
 }
+
+#[test]
+fn a_checkpoint_claiming_more_layers_than_it_holds_is_refused_before_listing_them() {
+    let cfg = GptConfig {
+        vocab_size: 16,
+        block_size: 8,
+        n_layer: 1,
+        n_head: 1,
+        n_embd: 8,
+        dropout: 0.0,
+        bias: true,
+    };
+    let m = Gpt::new(cfg).unwrap();
+    let tensors: Vec<(String, Tensor)> = might::nn::Module::named_parameters(&m);
+    assert!(Gpt::from_tensors(cfg, &tensors).is_ok());
+    let t0 = std::time::Instant::now();
+    let forged = GptConfig {
+        n_layer: 5_000_000,
+        ..cfg
+    };
+    let e = err_of(Gpt::from_tensors(forged, &tensors), "transformer.h.4999999");
+    assert!(t0.elapsed().as_secs() < 5, "{e}");
+}

@@ -41,12 +41,35 @@ pub fn load_image(
     size: Option<(usize, usize)>,
 ) -> Result<(Vec<u8>, [usize; 3])> {
     let path = path.as_ref();
-    let img = image::ImageReader::open(path)
-        .map_err(|e| Error::io("load_image", format!("{}: {e}", path.display())))?
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::io("load_image", format!("{}: {e}", path.display())))?;
+    decode_image(&bytes, grayscale, size).map_err(|e| {
+        Error::new(
+            e.kind,
+            "load_image",
+            format!("{}: {}", path.display(), e.msg),
+        )
+    })
+}
+
+/// [`load_image`] on the bytes of a png or jpeg file. The decoder's own limits apply (it
+/// refuses images that would need more than 512 MiB), and the pixels must fit the memory
+/// budget.
+#[track_caller]
+pub fn decode_image(
+    bytes: &[u8],
+    grayscale: bool,
+    size: Option<(usize, usize)>,
+) -> Result<(Vec<u8>, [usize; 3])> {
+    let img = image::ImageReader::new(std::io::Cursor::new(bytes))
         .with_guessed_format()
-        .map_err(|e| Error::io("load_image", format!("{}: {e}", path.display())))?
+        .map_err(|e| Error::io("decode_image", e.to_string()))?
         .decode()
-        .map_err(|e| Error::format("load_image", format!("{}: {e}", path.display())))?;
+        .map_err(|e| Error::format("decode_image", e.to_string()))?;
+    if let Some((h, w)) = size {
+        let what = format_args!("an image resized to {h}x{w}");
+        crate::limits::check_bytes("decode_image", &what, h as u128 * w as u128, 3)?;
+    }
     let img = match size {
         Some((h, w)) if (img.height() as usize, img.width() as usize) != (h, w) => {
             img.resize_exact(w as u32, h as u32, image::imageops::FilterType::Triangle)

@@ -189,6 +189,14 @@ impl Gpt {
     #[track_caller]
     pub fn from_tensors(config: GptConfig, tensors: &[(String, Tensor)]) -> Result<Gpt> {
         config.validate()?;
+        // the last layer must be there before the list of every tensor is made (a config
+        // from a file's metadata may claim any number of layers)
+        if config.n_layer > 0 {
+            get(
+                tensors,
+                &format!("transformer.h.{}.ln_1.weight", config.n_layer - 1),
+            )?;
+        }
         for (name, shape) in config.parameter_shapes() {
             let t = get(tensors, &name)?;
             if t.dims() != shape.as_slice() {
