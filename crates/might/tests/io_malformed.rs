@@ -95,6 +95,20 @@ fn safetensors_corpus() {
             "dup",
         ),
         (r#"{"__metadata__":{"k":1}}"#, "metadata not string"),
+        // caught by the reference crate's checks: a gap before the data, overlapping tensors,
+        // and bytes no tensor covers
+        (
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}"#,
+            "gap",
+        ),
+        (
+            r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            "overlap",
+        ),
+        (
+            r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}"#,
+            "uncovered tail",
+        ),
         (r#"[1,2]"#, "not object"),
         (r#"{"a":"#, "bad json"),
     ];

@@ -2,6 +2,12 @@
 //! `{"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {..}}`, then the
 //! raw little-endian data. Files are memory-mapped; `load_from_bytes` reads embedded models
 //! (`include_bytes!`).
+//!
+//! Every header passes two checks: the reference `safetensors` crate's (header size, UTF-8,
+//! offsets contiguous from 0, sizes matching dtype × shape without overflow, the data section
+//! covered exactly), and ours, which runs first so a bad file gets a message naming the tensor
+//! and the numbers, keeps the file's tensor order, and refuses a name that appears twice (the
+//! crate's map keeps the last silently).
 
 use super::json::{self, Json};
 use super::{checked_nbytes, tensor_from_bytes, tensor_to_le_bytes, MappedFile, TensorInfo};
@@ -294,5 +300,11 @@ fn parse(bytes: &[u8]) -> Result<(Header, &[u8])> {
             end: end as usize,
         });
     }
+    ::safetensors::SafeTensors::read_metadata(bytes).map_err(|e| {
+        Error::format(
+            FMT,
+            format!("header fails the safetensors reference checks: {e}"),
+        )
+    })?;
     Ok((Header { tensors, metadata }, data))
 }

@@ -76,11 +76,17 @@ fn direct_conv_matches_the_definition() {
         (3, 2, 6, 20, 1, 1, 3, [0, 0], 1),   // one output channel, a 1x3 kernel
         (2, 1, 8, 9, 3, 2, 2, [1, 0], 1),    // patch length 4: a short weight-gradient tile
     ];
+    // Miri (scalar path only, ~1000x slower) takes the small cases: every kind of edge is there
+    let cases: &[Case] = if cfg!(miri) {
+        &[cases[1], cases[4], cases[6]]
+    } else {
+        &cases
+    };
     let mut rng = crate::Generator::new(5);
     // every build this CPU runs: AVX-512, AVX2, baseline
     for max in (0..=level()).rev() {
         MAX_LEVEL.store(max, std::sync::atomic::Ordering::Relaxed);
-        for case in cases {
+        for &case in cases {
             check(case, &mut rng, max);
         }
     }

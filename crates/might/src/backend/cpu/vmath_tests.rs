@@ -81,6 +81,7 @@ fn gelu64(x: f64) -> f64 {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "safe code: billions of evaluations")]
 fn exp_within_1_ulp_everywhere() {
     // -104..89 covers overflow, the normal range and gradual underflow to 0
     let xs = inputs(-104.0, 89.0, 3_000_000);
@@ -105,6 +106,7 @@ fn exp_within_1_ulp_everywhere() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "safe code: billions of evaluations")]
 fn sigmoid_within_2_5_ulp_everywhere() {
     let xs = inputs(-110.0, 20.0, 2_000_000);
     let (e, at) = max_ulps(&xs, sigmoid, |x| 1.0 / (1.0 + (-x).exp()));
@@ -120,6 +122,7 @@ fn sigmoid_within_2_5_ulp_everywhere() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "safe code: billions of evaluations")]
 fn tanh_within_1_5_ulp_everywhere() {
     let mut xs = inputs(-10.0, 10.0, 2_000_000);
     xs.extend((0..=1_000_000).map(|i| -1.0 + 2.0 * (i as f32 / 1e6)));
@@ -136,6 +139,7 @@ fn tanh_within_1_5_ulp_everywhere() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "safe code: billions of evaluations")]
 fn gelu_within_4_ulp_for_positive_x_and_8_ulp_for_negative_x() {
     // -15..10: from gelu underflowing to 0 to gelu(x) = x
     let xs = inputs(-15.0, 10.0, 3_000_000);
@@ -159,6 +163,7 @@ fn gelu_within_4_ulp_for_positive_x_and_8_ulp_for_negative_x() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "safe code: billions of evaluations")]
 fn gelu_grad_within_5_ulp_of_its_terms() {
     let xs = inputs(-15.0, 10.0, 3_000_000);
     let mut worst = (0.0, 0.0f32);
@@ -222,12 +227,18 @@ fn plain(xs: &[f32], f: impl Fn(f32) -> f32) -> Vec<f32> {
 
 #[test]
 fn dispatched_loop_matches_plain_loop_bitwise() {
+    // Miri checks the dispatch's unsafe code on a short input (no SIMD level runs under Miri)
+    let (count, every) = if cfg!(miri) {
+        (300, 100_003)
+    } else {
+        (200_000, 97)
+    };
     println!("AVX2+FMA path available: {}", simd::has_avx2());
     let mut g = crate::Generator::new(7);
-    let mut xs: Vec<f32> = (0..200_000)
+    let mut xs: Vec<f32> = (0..count)
         .map(|i| g.next_normal() as f32 * [0.5, 3.0, 20.0, 80.0][i % 4])
         .collect();
-    xs.extend(inputs(-1.0, 1.0, 10).into_iter().step_by(97));
+    xs.extend(inputs(-1.0, 1.0, 10).into_iter().step_by(every));
     check_dispatch!(&xs, "exp", |x| exp(x));
     check_dispatch!(&xs, "sigmoid", |x| sigmoid(x));
     check_dispatch!(&xs, "tanh", |x| tanh(x));
@@ -238,6 +249,7 @@ fn dispatched_loop_matches_plain_loop_bitwise() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "safe code: billions of evaluations")]
 fn gelu_and_grad_returns_gelu_and_gelu_grad_bitwise() {
     let mut xs = inputs(-15.0, 10.0, 1_000_000);
     xs.extend([
