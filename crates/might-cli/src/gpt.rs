@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use might::models::generate::{generate, SampleConfig};
-use might::models::{Gpt, GptConfig};
+use might::models::{CharVocab as Vocab, Gpt, GptConfig};
 use might::nn::Module;
 use might::optim::checkpoint::{self as ck, Checkpoint};
 use might::optim::{
@@ -153,72 +153,10 @@ pub struct SampleArgs {
     pub device: String,
 }
 
-/// Characters of a text and their ids.
-struct Vocab {
-    chars: Vec<char>,
-    ids: HashMap<char, i64>,
-}
-
-impl Vocab {
-    fn new(chars: Vec<char>) -> Vocab {
-        let ids = chars
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| (c, i as i64))
-            .collect();
-        Vocab { chars, ids }
-    }
-    fn encode(&self, s: &str) -> Res<Vec<i64>> {
-        s.chars()
-            .map(|c| {
-                self.ids.get(&c).copied().ok_or_else(|| {
-                    CliError(format!("character {c:?} is not in the model's vocabulary"))
-                })
-            })
-            .collect()
-    }
-    fn decode(&self, ids: &[i64]) -> String {
-        ids.iter().map(|&i| self.chars[i as usize]).collect()
-    }
-}
-
-fn config_meta(cfg: &GptConfig, vocab: &Vocab) -> Vec<(String, String)> {
-    vec![
-        ("model".into(), "gpt".into()),
-        ("vocab".into(), vocab.chars.iter().collect()),
-        ("n_layer".into(), cfg.n_layer.to_string()),
-        ("n_head".into(), cfg.n_head.to_string()),
-        ("n_embd".into(), cfg.n_embd.to_string()),
-        ("block_size".into(), cfg.block_size.to_string()),
-        ("bias".into(), cfg.bias.to_string()),
-        ("dropout".into(), cfg.dropout.to_string()),
-    ]
-}
-
 /// Model config and vocabulary stored in a checkpoint.
 fn config_from_meta(path: &Path, extra: &HashMap<String, String>) -> Res<(GptConfig, Vocab)> {
-    let bad = |k: &str| CliError(format!("{}: checkpoint has no valid {k}", path.display()));
-    if extra.get("model").map(String::as_str) != Some("gpt") {
-        return Err(CliError(format!(
-            "{} is not a GPT checkpoint",
-            path.display()
-        )));
-    }
-    let n = |k: &str| -> Res<usize> { extra.get(k).and_then(|v| v.parse().ok()).ok_or(bad(k)) };
-    let vocab = Vocab::new(extra.get("vocab").ok_or(bad("vocab"))?.chars().collect());
-    let cfg = GptConfig {
-        vocab_size: vocab.chars.len(),
-        block_size: n("block_size")?,
-        n_layer: n("n_layer")?,
-        n_head: n("n_head")?,
-        n_embd: n("n_embd")?,
-        dropout: extra
-            .get("dropout")
-            .and_then(|v| v.parse().ok())
-            .ok_or(bad("dropout"))?,
-        bias: extra.get("bias").map(String::as_str) == Some("true"),
-    };
-    Ok((cfg, vocab))
+    might::models::gpt_from_metadata(extra)
+        .map_err(|e| CliError(format!("{}: {}", path.display(), e.msg)))
 }
 
 /// Check a checkpoint's config against the tensors it holds before a model is built from it:
@@ -400,7 +338,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         )));
     }
     let cfg = GptConfig {
-        vocab_size: vocab.chars.len(),
+        vocab_size: vocab.len(),
         block_size: args.block,
         n_layer: args.layers,
         n_head: args.heads,
@@ -409,7 +347,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         bias: true,
     };
     // before validate(): the flags, not the config, are named when the model cannot fit
-    check_memory(args, vocab.chars.len())?;
+    check_memory(args, vocab.len())?;
     cfg.validate()?;
     let out = args
         .out
@@ -465,7 +403,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         let c = ck::load_checkpoint(&path)?;
         let (saved_cfg, saved_vocab) = config_from_meta(&path, &c.extra)?;
         check_tensors(&path, &saved_cfg, &c.model)?;
-        if saved_cfg != cfg || saved_vocab.chars != vocab.chars {
+        if saved_cfg != cfg || saved_vocab != vocab {
             return Err(CliError(format!(
                 "{} was trained with another config or text ({saved_cfg:?})",
                 path.display()
@@ -511,7 +449,7 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
         cfg.block_size,
         args.text.display(),
         data.len(),
-        vocab.chars.len(),
+        vocab.len(),
         model.num_parameters(),
         if device == Device::Cpu {
             format!("{threads} threads")
@@ -638,8 +576,9 @@ pub fn train(args: &GptTrainArgs) -> Res<()> {
             }
             run.write("metrics.csv", &csv)?;
             run.write("curves.svg", &plot::curves_svg(&rows, plot::STEPS))?;
-            let mut extra: HashMap<String, String> =
-                config_meta(&cfg, &vocab).into_iter().collect();
+            let mut extra: HashMap<String, String> = might::models::gpt_metadata(&cfg, &vocab)
+                .into_iter()
+                .collect();
             let g = might::tensor::random::global_state();
             extra.insert(
                 "global_rng".into(),

@@ -50,7 +50,7 @@ pub(crate) type Res<T> = Result<T, CliError>;
 pub fn build_model(kind: ModelName, chw: [usize; 3], classes: usize) -> Res<Box<dyn Module>> {
     let inputs = chw.iter().product();
     match kind {
-        ModelName::Mlp => Ok(Box::new(crate::net::mlp(inputs, 128, classes)?)),
+        ModelName::Mlp => Ok(Box::new(might::models::vision::mlp(inputs, 128, classes)?)),
         ModelName::Cnn => crate::net::cnn(chw, classes),
         ModelName::SmallCnn => crate::net::small_cnn(chw, classes),
     }

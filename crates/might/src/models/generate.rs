@@ -134,41 +134,73 @@ pub fn generate(
     cfg: &SampleConfig,
     gen: &mut Generator,
 ) -> Result<Vec<i64>> {
-    cfg.validate()?;
-    let v = model.config.vocab_size as i64;
-    if prompt.is_empty() || prompt.iter().any(|&t| t < 0 || t >= v) {
-        return Err(Error::invalid(
-            "generate",
-            format!("prompt must be non-empty token ids in 0..{v}"),
-        ));
-    }
-    let _g = crate::no_grad();
-    let block = model.config.block_size;
-    let mut cache = model.new_cache(1)?;
-    let mut all: Vec<i64> = prompt.to_vec();
+    let mut stream = TokenStream::new(model, prompt, cfg)?;
     // the tokens are kept twice (context and output): refuse counts no memory could hold
     let what = format_args!("{max_new_tokens} new tokens");
     crate::limits::check_bytes("generate", &what, max_new_tokens as u128, 16)?;
     let mut out = Vec::with_capacity(max_new_tokens.min(1 << 16));
-    // tokens not yet in the cache
-    let start = all.len().saturating_sub(block);
-    let mut pending: Vec<i64> = all[start..].to_vec();
     for _ in 0..max_new_tokens {
-        if cache.len() + pending.len() > block {
-            cache.clear();
-            let keep = (block / 2).max(1);
-            pending = all[all.len() - keep..].to_vec();
-        }
-        let n = pending.len();
-        let idx = Tensor::from_vec(std::mem::take(&mut pending), [1, n])?
-            .to_device(model.wte().device())?;
-        let logits = model.forward_cached(&idx, &mut cache)?;
-        let last = logits.select(1, (n - 1) as isize)?.reshape([v as usize])?;
-        let row = last.to_dtype(crate::DType::F32)?.to_vec::<f32>()?;
-        let tok = sample_logits(&row, cfg, gen)? as i64;
-        all.push(tok);
-        out.push(tok);
-        pending.push(tok);
+        out.push(stream.next_token(gen)?);
     }
     Ok(out)
+}
+
+/// Generation one token at a time, for callers that show text as it comes (a web page, a
+/// terminal): [`generate`] is `n` calls of [`TokenStream::next_token`]. Holds the KV cache
+/// and the context; runs without gradients.
+pub struct TokenStream<'m> {
+    model: &'m Gpt,
+    cfg: SampleConfig,
+    cache: super::KvCache,
+    /// Every token so far (prompt included): the context a cache rebuild starts from.
+    all: Vec<i64>,
+    /// Tokens not yet in the cache.
+    pending: Vec<i64>,
+}
+
+impl<'m> TokenStream<'m> {
+    /// Start after `prompt` (non-empty token ids of the model's vocabulary).
+    #[track_caller]
+    pub fn new(model: &'m Gpt, prompt: &[i64], cfg: &SampleConfig) -> Result<TokenStream<'m>> {
+        cfg.validate()?;
+        let v = model.config.vocab_size as i64;
+        if prompt.is_empty() || prompt.iter().any(|&t| t < 0 || t >= v) {
+            return Err(Error::invalid(
+                "generate",
+                format!("prompt must be non-empty token ids in 0..{v}"),
+            ));
+        }
+        let start = prompt.len().saturating_sub(model.config.block_size);
+        Ok(TokenStream {
+            model,
+            cfg: *cfg,
+            cache: model.new_cache(1)?,
+            all: prompt.to_vec(),
+            pending: prompt[start..].to_vec(),
+        })
+    }
+
+    /// Draw the next token with `gen`.
+    #[track_caller]
+    pub fn next_token(&mut self, gen: &mut Generator) -> Result<i64> {
+        let _g = crate::no_grad();
+        let model = self.model;
+        let block = model.config.block_size;
+        let v = model.config.vocab_size;
+        if self.cache.len() + self.pending.len() > block {
+            self.cache.clear();
+            let keep = (block / 2).max(1);
+            self.pending = self.all[self.all.len() - keep..].to_vec();
+        }
+        let n = self.pending.len();
+        let idx = Tensor::from_vec(std::mem::take(&mut self.pending), [1, n])?
+            .to_device(model.wte().device())?;
+        let logits = model.forward_cached(&idx, &mut self.cache)?;
+        let last = logits.select(1, (n - 1) as isize)?.reshape([v])?;
+        let row = last.to_dtype(crate::DType::F32)?.to_vec::<f32>()?;
+        let tok = sample_logits(&row, &self.cfg, gen)? as i64;
+        self.all.push(tok);
+        self.pending.push(tok);
+        Ok(tok)
+    }
 }

@@ -2,7 +2,8 @@
 //! `might train gpt` trains, and pretrained Hugging Face families loaded from a Hub folder
 //! (`config.json` + `model.safetensors` or `pytorch_model.bin`, `tokenizer.json`).
 //!
-//! - [`Gpt`]: the nanoGPT-style character model (`might train gpt`), with [`generate`].
+//! - [`Gpt`]: the nanoGPT-style character model (`might train gpt`), with [`generate`] and its
+//!   [`CharVocab`]; [`vision`]: the image classifiers `might train mnist/cifar10` builds.
 //! - [`Gpt2`]: `GPT2LMHeadModel` (GPT-2 and its relatives: distilgpt2, tiny random ones).
 //! - [`BertModel`]: BERT encoders, and [`SentenceTransformer`] pipelines on top of them
 //!   (mean/CLS/max pooling and normalisation read from `modules.json`).
@@ -13,6 +14,7 @@
 
 mod bert;
 mod char_gpt;
+mod char_vocab;
 mod config;
 pub mod generate;
 mod gpt2;
@@ -21,10 +23,12 @@ mod kv_cache;
 mod sentence;
 #[cfg(feature = "tokenizers")]
 mod tokenizer;
+pub mod vision;
 mod weights;
 
 pub use bert::{BertConfig, BertModel, BertOutput};
 pub use char_gpt::{Gpt, GptConfig};
+pub use char_vocab::{gpt_from_metadata, gpt_metadata, CharVocab};
 pub use config::{Activation, HfConfig};
 pub use gpt2::{Gpt2, Gpt2Config};
 pub use hub::{Architecture, ModelDir};

@@ -68,7 +68,20 @@ pub fn save_checkpoint(path: impl AsRef<Path>, ckpt: &Checkpoint) -> Result<()> 
 pub fn load_checkpoint(path: impl AsRef<Path>) -> Result<Checkpoint> {
     let path = path.as_ref();
     let (tensors, meta) = safetensors::load_with_metadata(path)?;
-    let bad = |m: String| Error::format(FMT, format!("{}: {m}", path.display()));
+    from_parts(tensors, meta)
+        .map_err(|e| Error::new(e.kind, e.op, format!("{}: {}", path.display(), e.msg)))
+}
+
+/// Read a checkpoint from bytes in memory (one fetched by a web page, or embedded).
+#[track_caller]
+pub fn load_checkpoint_from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
+    let (tensors, meta) = safetensors::load_bytes_with_metadata(bytes)?;
+    from_parts(tensors, meta)
+}
+
+#[track_caller]
+fn from_parts(tensors: Vec<(String, Tensor)>, meta: HashMap<String, String>) -> Result<Checkpoint> {
+    let bad = |m: String| Error::format(FMT, m);
     if meta.get(FORMAT_KEY).map(String::as_str) != Some(FORMAT_VALUE) {
         return Err(bad(format!(
             "not a might checkpoint (metadata '{FORMAT_KEY}' missing)"

@@ -27,7 +27,7 @@ mod schedule;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW};
-pub use checkpoint::{load_checkpoint, save_checkpoint, Checkpoint};
+pub use checkpoint::{load_checkpoint, load_checkpoint_from_bytes, save_checkpoint, Checkpoint};
 pub use clip::{clip_grad_norm_, clip_grad_norm_p_, clip_grad_value_};
 pub use rmsprop::{RmsProp, RmsPropConfig};
 pub use schedule::{

@@ -167,6 +167,7 @@ fn map_row<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
 const R: usize = 4;
 /// Positions per register tile: two vectors of f32, AVX2 (and the baseline build) or AVX-512.
 const V2: usize = 16;
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 const V5: usize = 32;
 /// What positions are rounded up to, for buffer rows and the slack past the last input row:
 /// a multiple of both tile widths.
@@ -270,6 +271,7 @@ unsafe fn weight_tiles_avx512<T: ConvFloat>(
 static MAX_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
 
 /// The build to run: [`simd::level`], capped in tests.
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
 fn level() -> u8 {
     let l = simd::level();
     #[cfg(test)]

@@ -8,6 +8,7 @@
 //! q/k/v, one thread): forward 0.83 -> 0.72 ms, backward 1.24 -> 0.98 ms (hot: 0.55 / 0.7).
 
 /// Bytes per cache line on every x86-64 and most other CPUs.
+#[cfg(target_arch = "x86_64")]
 const LINE: usize = 64;
 
 /// Prefetch the cache lines of `data` (all of it) into the nearest cache level. A hint only:

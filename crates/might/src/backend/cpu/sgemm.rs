@@ -28,7 +28,9 @@ const MIN_K: usize = 512;
 /// Largest output (`m * n`) it takes.
 const MAX_MN: usize = 16 * 1024;
 /// Output rows and columns one microkernel call produces.
+#[cfg(target_arch = "x86_64")]
 const DR: usize = 4;
+#[cfg(target_arch = "x86_64")]
 const DC: usize = 4;
 
 /// A matrix operand: base pointer and element strides (rows, columns).
@@ -81,7 +83,9 @@ pub unsafe fn dot(
 /// module doc).
 const OUTER_MAX_K: usize = 256;
 /// Output rows and 16-float column vectors one [`outer`] microkernel call produces.
+#[cfg(target_arch = "x86_64")]
 const OR: usize = 4;
+#[cfg(target_arch = "x86_64")]
 const OV: usize = 4;
 
 /// Whether [`outer`] runs an f32 `[m, k] @ [k, n]` product whose operands have these (row,

@@ -1,10 +1,12 @@
-//! Runtime dispatch to an AVX-512 or AVX2+FMA build of a kernel loop.
+//! Runtime dispatch to an AVX-512 or AVX2+FMA build of a kernel loop (on WebAssembly: a
+//! simd128 build).
 //!
 //! The crate is compiled for baseline x86-64 (SSE2) so the binary runs on any x86-64 CPU.
 //! [`run`] calls a closure from inside a `#[target_feature(enable = "avx512f,avx2,fma")]` (or
 //! `"avx2,fma"`) function when the CPU has those features: the closure (and the `#[inline]`
 //! helpers it calls, such as [`super::vmath`]) inline into it, so LLVM compiles the whole loop
-//! 16 or 8 lanes wide. Elsewhere, and on other architectures, the closure simply runs. (On an
+//! 16 or 8 lanes wide. On wasm32 the same point calls it inside a `simd128` function (4 lanes),
+//! so one binary holds both builds and tests compare them. Elsewhere the closure simply runs. (On an
 //! AVX-512 Xeon the wider build made exp 27 %, GELU 64 % and softmax 20-35 % faster.)
 //!
 //! Kernels run this way must not use `mul_add`: FMA contraction would make the paths round
@@ -75,9 +77,55 @@ mod imp {
     }
 }
 
-#[cfg(not(any(target_arch = "x86", target_arch = "x86_64")))]
+#[cfg(target_arch = "wasm32")]
 mod imp {
-    /// No x86 SIMD dispatch on this architecture: the baseline build.
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// Whether the simd128 build runs: on unless a test (or a caller that must reproduce the
+    /// scalar results) turns it off. WebAssembly has no feature probe: a module holding SIMD
+    /// instructions does not load at all on an engine without them, and every browser since
+    /// 2021 (Chrome 91, Firefox 89, Safari 16.4) and Node 16 has them.
+    static SIMD128: AtomicBool = AtomicBool::new(true);
+
+    /// 1 = the simd128 build, 0 = scalar. (The x86 levels' explicit-intrinsics kernels are
+    /// not compiled here, so no kernel reads 2.)
+    #[inline]
+    pub fn level() -> u8 {
+        SIMD128.load(Ordering::Relaxed) as u8
+    }
+
+    /// Turn the simd128 build on or off, for our kernels and the `gemm` crate's alike (its
+    /// own switch: products are the bulk of the work).
+    pub fn set_simd128(on: bool) {
+        SIMD128.store(on, Ordering::Relaxed);
+        gemm::set_wasm_simd128(on);
+    }
+
+    /// No AVX2 on WebAssembly.
+    #[cfg(test)]
+    #[inline]
+    pub fn has_avx2() -> bool {
+        false
+    }
+
+    #[target_feature(enable = "simd128")]
+    fn call_simd128<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    #[inline]
+    pub fn run<R>(f: impl FnOnce() -> R) -> R {
+        if level() == 1 {
+            call_simd128(f)
+        } else {
+            f()
+        }
+    }
+}
+
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "wasm32")))]
+mod imp {
+    /// No SIMD dispatch on this architecture: the baseline build.
     #[inline]
     pub fn level() -> u8 {
         0
@@ -106,3 +154,7 @@ pub use imp::level;
 
 /// Run `f`, compiled for AVX2+FMA when the CPU has them (see the module docs).
 pub use imp::run;
+
+/// Turn WebAssembly's simd128 build on or off (on by default).
+#[cfg(target_arch = "wasm32")]
+pub use imp::set_simd128;
