@@ -148,6 +148,14 @@ impl Device {
     }
 }
 
+/// Open GPU `n` without blocking and return its adapter's name. In a browser (WebGPU) this is
+/// the only way to open it, awaited before the first `Device::Gpu(n)` tensor: WebGPU hands out
+/// adapters and devices only asynchronously. Natively it does what [`Device::gpu`] does.
+#[cfg(feature = "gpu")]
+pub async fn init_gpu(n: usize) -> crate::Result<String> {
+    crate::backend::wgpu::init_async(n).await
+}
+
 /// Threads the CPU kernels use (`torch.get_num_threads`): [`Device::num_threads`] of the CPU.
 pub fn get_num_threads() -> usize {
     Device::Cpu.num_threads()
@@ -156,6 +164,14 @@ pub fn get_num_threads() -> usize {
 /// Set the threads the CPU kernels use (`torch.set_num_threads`).
 pub fn set_num_threads(n: usize) {
     Device::Cpu.set_num_threads(n)
+}
+
+/// WebAssembly only: run the CPU kernels' simd128 build (`true`, the default) or their scalar
+/// build (to compare the two, or to reproduce scalar results). Every kernel and matrix
+/// product switches at the same dispatch point that picks AVX-512 / AVX2 on x86-64.
+#[cfg(target_arch = "wasm32")]
+pub fn set_wasm_simd128(on: bool) {
+    crate::backend::cpu::simd::set_simd128(on)
 }
 
 /// Bytes held by the CPU's buffer cache.

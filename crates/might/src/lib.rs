@@ -41,6 +41,10 @@ pub mod tensor;
 pub mod typed;
 
 pub use autograd::{no_grad, set_grad_enabled};
+#[cfg(feature = "gpu")]
+pub use device::init_gpu;
+#[cfg(target_arch = "wasm32")]
+pub use device::set_wasm_simd128;
 pub use device::{
     buffer_cache_bytes, empty_cache, get_num_threads, set_buffer_cache_limit, set_num_threads,
     Device,

@@ -255,6 +255,15 @@ impl Storage {
     pub(crate) fn to_f64_vec(&self, l: &Layout) -> Result<Vec<f64>> {
         one!(self, |s, w| s.to_f64_vec(l))
     }
+    /// Start reading the elements `l` selects; host backends read at once, the GPU queues a
+    /// copy whose values [`HostValues::get`] awaits (see `Tensor::to_vec_async`).
+    pub(crate) fn read_async<T: WithDType>(&self, l: &Layout) -> Result<HostValues<T>> {
+        match self {
+            #[cfg(feature = "gpu")]
+            Storage::Gpu(s) => Ok(HostValues::Gpu(s.read_async("to_vec_async", l)?)),
+            _ => self.to_vec(l).map(HostValues::Ready),
+        }
+    }
 
     // ---- copies ----
     /// The elements `l` selects, contiguous, on `device` (through the host).
@@ -732,5 +741,22 @@ impl Storage {
     ) -> Result<()> {
         two!("scatter_add", self, src, |o, s, w| o
             .scatter_add_inplace(l, ids, index_dims, s, sl, dim))
+    }
+}
+
+/// Values on their way to the host (see [`Storage::read_async`]).
+pub(crate) enum HostValues<T> {
+    Ready(Vec<T>),
+    #[cfg(feature = "gpu")]
+    Gpu(crate::backend::wgpu::HostRead),
+}
+
+impl<T: WithDType> HostValues<T> {
+    pub(crate) async fn get(self) -> Result<Vec<T>> {
+        match self {
+            HostValues::Ready(v) => Ok(v),
+            #[cfg(feature = "gpu")]
+            HostValues::Gpu(r) => r.values().await,
+        }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::Gpt;
 use crate::{Error, Generator, Result, Tensor};
+use std::borrow::Borrow;
 
 /// How the next token is drawn from the logits.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -147,9 +148,10 @@ pub fn generate(
 
 /// Generation one token at a time, for callers that show text as it comes (a web page, a
 /// terminal): [`generate`] is `n` calls of [`TokenStream::next_token`]. Holds the KV cache
-/// and the context; runs without gradients.
-pub struct TokenStream<'m> {
-    model: &'m Gpt,
+/// and the context; runs without gradients. `M` is `&Gpt` or a shared owner (`Rc<Gpt>`,
+/// `Arc<Gpt>`) for a stream that outlives the caller's borrow.
+pub struct TokenStream<M: Borrow<Gpt>> {
+    model: M,
     cfg: SampleConfig,
     cache: super::KvCache,
     /// Every token so far (prompt included): the context a cache rebuild starts from.
@@ -158,23 +160,25 @@ pub struct TokenStream<'m> {
     pending: Vec<i64>,
 }
 
-impl<'m> TokenStream<'m> {
+impl<M: Borrow<Gpt>> TokenStream<M> {
     /// Start after `prompt` (non-empty token ids of the model's vocabulary).
     #[track_caller]
-    pub fn new(model: &'m Gpt, prompt: &[i64], cfg: &SampleConfig) -> Result<TokenStream<'m>> {
+    pub fn new(model: M, prompt: &[i64], cfg: &SampleConfig) -> Result<TokenStream<M>> {
         cfg.validate()?;
-        let v = model.config.vocab_size as i64;
+        let gpt = model.borrow();
+        let v = gpt.config.vocab_size as i64;
         if prompt.is_empty() || prompt.iter().any(|&t| t < 0 || t >= v) {
             return Err(Error::invalid(
                 "generate",
                 format!("prompt must be non-empty token ids in 0..{v}"),
             ));
         }
-        let start = prompt.len().saturating_sub(model.config.block_size);
+        let start = prompt.len().saturating_sub(gpt.config.block_size);
+        let cache = gpt.new_cache(1)?;
         Ok(TokenStream {
             model,
             cfg: *cfg,
-            cache: model.new_cache(1)?,
+            cache,
             all: prompt.to_vec(),
             pending: prompt[start..].to_vec(),
         })
@@ -183,8 +187,22 @@ impl<'m> TokenStream<'m> {
     /// Draw the next token with `gen`.
     #[track_caller]
     pub fn next_token(&mut self, gen: &mut Generator) -> Result<i64> {
+        let row = self.last_logits()?.to_vec::<f32>()?;
+        self.take(&row, gen)
+    }
+
+    /// [`TokenStream::next_token`] for code that must not block on the device (a browser's
+    /// WebGPU, where values come back only through the page's event loop).
+    pub async fn next_token_async(&mut self, gen: &mut Generator) -> Result<i64> {
+        let row = self.last_logits()?.to_vec_async::<f32>().await?;
+        self.take(&row, gen)
+    }
+
+    /// Run the pending tokens through the model; the logits of the last one, `[vocab]` f32,
+    /// on the model's device.
+    fn last_logits(&mut self) -> Result<Tensor> {
         let _g = crate::no_grad();
-        let model = self.model;
+        let model = self.model.borrow();
         let block = model.config.block_size;
         let v = model.config.vocab_size;
         if self.cache.len() + self.pending.len() > block {
@@ -196,9 +214,15 @@ impl<'m> TokenStream<'m> {
         let idx = Tensor::from_vec(std::mem::take(&mut self.pending), [1, n])?
             .to_device(model.wte().device())?;
         let logits = model.forward_cached(&idx, &mut self.cache)?;
-        let last = logits.select(1, (n - 1) as isize)?.reshape([v])?;
-        let row = last.to_dtype(crate::DType::F32)?.to_vec::<f32>()?;
-        let tok = sample_logits(&row, &self.cfg, gen)? as i64;
+        logits
+            .select(1, (n - 1) as isize)?
+            .reshape([v])?
+            .to_dtype(crate::DType::F32)
+    }
+
+    /// Sample from `row` and append the token to the context.
+    fn take(&mut self, row: &[f32], gen: &mut Generator) -> Result<i64> {
+        let tok = sample_logits(row, &self.cfg, gen)? as i64;
         self.all.push(tok);
         self.pending.push(tok);
         Ok(tok)

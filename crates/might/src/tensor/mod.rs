@@ -203,6 +203,22 @@ impl Tensor {
         self.storage().to_vec(self.layout())
     }
 
+    /// [`Tensor::to_vec`] for code that must not block: in a browser a GPU tensor's values
+    /// arrive only once the page's event loop runs, so `to_vec` cannot wait for them there.
+    /// Elsewhere it gives what `to_vec` gives (on the GPU the copy is queued at the call, so
+    /// several reads can be in flight).
+    pub async fn to_vec_async<T: WithDType>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::dtype(
+                "to_vec_async",
+                format!("tensor has dtype {}, asked for {}", self.dtype(), T::DTYPE),
+            ));
+        }
+        // the storage lock is released before the wait
+        let read = self.storage().read_async::<T>(self.layout())?;
+        read.get().await
+    }
+
     /// Elements converted to f64, whatever the dtype (handy for tests and printing).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         // reading back from a device cannot fail short of a lost device; print nothing then

@@ -16,6 +16,7 @@
 //! multiply-adds in an AVX2+FMA build, chosen at run time.
 
 use super::conv::{ConvFloat, ConvGeom};
+#[cfg(any(target_arch = "x86", target_arch = "x86_64", target_arch = "wasm32"))]
 use super::simd;
 
 /// The "wide" numbering of output positions: `(oy, ox)` is `oy * Wp + ox` over the padded
@@ -271,7 +272,7 @@ unsafe fn weight_tiles_avx512<T: ConvFloat>(
 static MAX_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(2);
 
 /// The build to run: [`simd::level`], capped in tests.
-#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+#[cfg(any(target_arch = "x86", target_arch = "x86_64", target_arch = "wasm32"))]
 fn level() -> u8 {
     let l = simd::level();
     #[cfg(test)]
@@ -338,6 +339,24 @@ pub(super) fn shifted_products<T: ConvFloat>(
         1 => return unsafe { shifted_tiles_avx2(x, off, w, out, ldo, len) },
         _ => {}
     }
+    #[cfg(target_arch = "wasm32")]
+    if level() == 1 {
+        return shifted_tiles_simd128(x, off, w, out, ldo, len);
+    }
+    shifted_tiles::<T, false, V2>(x, off, w, out, ldo, len)
+}
+
+/// [`shifted_tiles`] compiled for WebAssembly's simd128 (4 lanes; no fused multiply-add).
+#[cfg(target_arch = "wasm32")]
+#[target_feature(enable = "simd128")]
+fn shifted_tiles_simd128<T: ConvFloat>(
+    x: &[T],
+    off: &[usize],
+    w: &Packed<T>,
+    out: &mut [T],
+    ldo: usize,
+    len: usize,
+) {
     shifted_tiles::<T, false, V2>(x, off, w, out, ldo, len)
 }
 
@@ -413,6 +432,25 @@ pub(super) fn grad_weight<T: ConvFloat>(
         1 => return unsafe { weight_tiles_avx2(gy, ldg, rows, x, off, gw, len) },
         _ => {}
     }
+    #[cfg(target_arch = "wasm32")]
+    if level() == 1 {
+        return weight_tiles_simd128(gy, ldg, rows, x, off, gw, len);
+    }
+    weight_tiles::<T, false, L2>(gy, ldg, rows, x, off, gw, len)
+}
+
+/// [`weight_tiles`] compiled for WebAssembly's simd128.
+#[cfg(target_arch = "wasm32")]
+#[target_feature(enable = "simd128")]
+fn weight_tiles_simd128<T: ConvFloat>(
+    gy: &[T],
+    ldg: usize,
+    rows: usize,
+    x: &[T],
+    off: &[usize],
+    gw: &mut [T],
+    len: usize,
+) {
     weight_tiles::<T, false, L2>(gy, ldg, rows, x, off, gw, len)
 }
 
@@ -605,6 +643,10 @@ impl<T: ConvFloat> Plan<T> {
             1 => return unsafe { self.forward_avx2(grp, x, bias, out, scratch, relu) },
             _ => {}
         }
+        #[cfg(target_arch = "wasm32")]
+        if level() == 1 {
+            return self.forward_simd128(grp, x, bias, out, scratch, relu);
+        }
         self.forward_body(grp, x, bias, out, scratch, relu)
     }
 
@@ -628,7 +670,37 @@ impl<T: ConvFloat> Plan<T> {
             1 => return unsafe { self.backward_avx2(grp, (x, gy, relu_y), out, scratch) },
             _ => {}
         }
+        #[cfg(target_arch = "wasm32")]
+        if level() == 1 {
+            return self.backward_simd128(grp, (x, gy, relu_y), out, scratch);
+        }
         self.backward_body(grp, (x, gy, relu_y), out, scratch)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    #[target_feature(enable = "simd128")]
+    fn forward_simd128(
+        &self,
+        grp: usize,
+        x: &[T],
+        bias: Option<&[T]>,
+        out: &mut [T],
+        scratch: &mut [T],
+        relu: bool,
+    ) {
+        self.forward_body(grp, x, bias, out, scratch, relu)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    #[target_feature(enable = "simd128")]
+    fn backward_simd128(
+        &self,
+        grp: usize,
+        inputs: (&[T], &[T], Option<&[T]>),
+        out: Grads<'_, T>,
+        scratch: &mut [T],
+    ) {
+        self.backward_body(grp, inputs, out, scratch)
     }
 
     // The copies, masks and sums around the kernels, compiled for each instruction set like

@@ -86,8 +86,16 @@ impl Drop for GpuBuf {
 static ADAPTERS: OnceLock<std::result::Result<Vec<wgpu::Adapter>, String>> = OnceLock::new();
 static CTXS: OnceLock<Mutex<HashMap<usize, Arc<Ctx>>>> = OnceLock::new();
 
-/// Every adapter wgpu finds (Vulkan, Metal, DX12; lavapipe counts), discovered once.
+/// Every adapter wgpu finds (Vulkan, Metal, DX12; lavapipe counts), discovered once. In the
+/// browser, the adapter [`init_async`] was given (none before it ran: WebGPU hands adapters
+/// out only asynchronously).
 pub(crate) fn adapters() -> std::result::Result<&'static [wgpu::Adapter], String> {
+    #[cfg(target_arch = "wasm32")]
+    return Ok(ADAPTERS
+        .get()
+        .and_then(|r| r.as_ref().ok())
+        .map_or(&[], |v| v.as_slice()));
+    #[cfg(not(target_arch = "wasm32"))]
     let r = ADAPTERS.get_or_init(|| {
         let inst = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let mut v = pollster::block_on(inst.enumerate_adapters(wgpu::Backends::all()));
@@ -107,7 +115,75 @@ pub(crate) fn adapters() -> std::result::Result<&'static [wgpu::Adapter], String
         v.sort_by_key(rank);
         Ok(v)
     });
+    #[cfg(not(target_arch = "wasm32"))]
     r.as_ref().map(|v| v.as_slice()).map_err(|e| e.clone())
+}
+
+/// Open GPU `ordinal` without blocking and return its adapter's name. Native code may simply
+/// call [`ctx`]; in the browser this is the only way in (WebGPU's adapter and device requests
+/// are promises, and blocking the page's only thread on them would never end). Afterwards
+/// every op finds the context as usual.
+pub(crate) async fn init_async(ordinal: usize) -> Result<String> {
+    #[cfg(target_arch = "wasm32")]
+    if ADAPTERS.get().is_none() {
+        let inst = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let opts = wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        };
+        let found = inst
+            .request_adapter(&opts)
+            .await
+            .map(|a| vec![a])
+            .map_err(|e| format!("WebGPU gave no adapter: {e}"));
+        let _ = ADAPTERS.set(found);
+    }
+    let map = CTXS.get_or_init(Default::default);
+    if let Some(c) = map.lock().unwrap_or_else(|e| e.into_inner()).get(&ordinal) {
+        return Ok(c.info.name.clone());
+    }
+    let ad = adapter(ordinal)?;
+    let c = Arc::new(Ctx::from_adapter(ad).await?);
+    let name = c.info.name.clone();
+    map.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(ordinal)
+        .or_insert(c);
+    Ok(name)
+}
+
+/// Adapter `ordinal`, or the error naming those found.
+fn adapter(ordinal: usize) -> Result<&'static wgpu::Adapter> {
+    #[cfg(target_arch = "wasm32")]
+    if let Some(Err(e)) = ADAPTERS.get() {
+        return Err(device_error("Device::gpu", e.clone()));
+    }
+    let ads = adapters().map_err(|e| device_error("Device::gpu", e))?;
+    ads.get(ordinal).ok_or_else(|| {
+        let found: Vec<String> = ads
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("gpu:{i} = {}", a.get_info().name))
+            .collect();
+        let hint = if cfg!(target_arch = "wasm32") {
+            "in a browser, await might::init_gpu first (it asks WebGPU for the adapter)"
+        } else {
+            "on Linux without a GPU, Mesa's software Vulkan driver provides one \
+             (apt-get install mesa-vulkan-drivers)"
+        };
+        device_error(
+            "Device::gpu",
+            format!(
+                "no GPU adapter {ordinal}: wgpu found {} ({}); {hint}",
+                ads.len(),
+                if found.is_empty() {
+                    "none".to_string()
+                } else {
+                    found.join(", ")
+                }
+            ),
+        )
+    })
 }
 
 /// The context of GPU `ordinal`, created on first use.
@@ -129,23 +205,22 @@ pub(crate) fn device_error(op: &str, msg: impl Into<String>) -> Error {
 
 impl Ctx {
     fn new(ordinal: usize) -> Result<Ctx> {
-        let ads = adapters().map_err(|e| device_error("Device::gpu", e))?;
-        let Some(ad) = ads.get(ordinal) else {
-            let found: Vec<String> = ads
-                .iter()
-                .enumerate()
-                .map(|(i, a)| format!("gpu:{i} = {}", a.get_info().name))
-                .collect();
-            return Err(device_error(
-                "Device::gpu",
-                format!(
-                    "no GPU adapter {ordinal}: wgpu found {} ({}); on Linux without a GPU, \
-                     Mesa's software Vulkan driver provides one (apt-get install mesa-vulkan-drivers)",
-                    ads.len(),
-                    if found.is_empty() { "none".to_string() } else { found.join(", ") }
-                ),
-            ));
-        };
+        let ad = adapter(ordinal)?;
+        #[cfg(not(target_arch = "wasm32"))]
+        return pollster::block_on(Ctx::from_adapter(ad));
+        // unreachable in practice: `adapter` finds none before `init_async` ran, which
+        // creates the context itself
+        #[cfg(target_arch = "wasm32")]
+        Err(device_error(
+            "Device::gpu",
+            format!(
+                "{}: in a browser, await might::init_gpu first",
+                ad.get_info().name
+            ),
+        ))
+    }
+
+    async fn from_adapter(ad: &wgpu::Adapter) -> Result<Ctx> {
         let limits = ad.limits();
         let desc = wgpu::DeviceDescriptor {
             label: Some("might"),
@@ -162,7 +237,9 @@ impl Ctx {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
-        let (device, queue) = pollster::block_on(ad.request_device(&desc))
+        let (device, queue) = ad
+            .request_device(&desc)
+            .await
             .map_err(|e| device_error("Device::gpu", format!("{}: {e}", ad.get_info().name)))?;
         let error: Arc<Mutex<Option<String>>> = Arc::default();
         let sink = error.clone();
@@ -415,6 +492,45 @@ impl Ctx {
         if words == 0 {
             return Ok(Vec::new());
         }
+        let (staging, slot) = self.start_read(buf, words);
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: None,
+            })
+            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
+        // In a browser `poll` cannot wait: the mapping is answered only once the page's event
+        // loop runs again, which a synchronous read would never let happen.
+        let answer = slot.take().unwrap_or_else(|| {
+            Err(if cfg!(target_arch = "wasm32") {
+                "in a browser the GPU answers asynchronously: read with Tensor::to_vec_async"
+                    .to_string()
+            } else {
+                "the GPU did not answer".to_string()
+            })
+        });
+        self.finish_read(op, &staging, answer)
+    }
+
+    /// [`Ctx::read`] without blocking: the copy is queued now, the words arrive when the
+    /// returned read is awaited.
+    pub(crate) fn read_async(
+        self: &Arc<Self>,
+        op: &str,
+        buf: &wgpu::Buffer,
+        words: usize,
+    ) -> PendingRead {
+        let staged = (words > 0).then(|| self.start_read(buf, words));
+        PendingRead {
+            ctx: self.clone(),
+            op: op.to_string(),
+            staged,
+        }
+    }
+
+    /// Queue the copy of `buf`'s first `words` words into a mappable buffer and ask for its
+    /// mapping; the answer lands in the returned slot.
+    fn start_read(&self, buf: &wgpu::Buffer, words: usize) -> (wgpu::Buffer, Arc<MapSlot>) {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let bytes = (words * 4) as u64;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -429,23 +545,24 @@ impl Ctx {
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
         enc.copy_buffer_to_buffer(buf, 0, &staging, 0, bytes);
         self.queue.submit([enc.finish()]);
-        let slice = staging.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
+        let slot = Arc::new(MapSlot::default());
+        let answer = slot.clone();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            answer.set(r.map_err(|e| e.to_string()))
         });
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: None,
-            })
-            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
+        (staging, slot)
+    }
+
+    /// The words of a mapped `staging` buffer, once the mapping's `answer` came.
+    fn finish_read(
+        &self,
+        op: &str,
+        staging: &wgpu::Buffer,
+        answer: std::result::Result<(), String>,
+    ) -> Result<Vec<u32>> {
         self.check(op)?;
-        match rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(device_error(op, format!("reading back: {e}"))),
-            Err(_) => return Err(device_error(op, "reading back: the GPU did not answer")),
-        }
+        answer.map_err(|e| device_error(op, format!("reading back: {e}")))?;
+        let slice = staging.slice(..);
         let view = slice
             .get_mapped_range()
             .map_err(|e| device_error(op, format!("reading back: {e}")))?;
@@ -468,5 +585,68 @@ impl Ctx {
             })
             .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
         self.check(op)
+    }
+}
+
+/// Where a buffer mapping's answer lands, and who to wake when it does.
+#[derive(Default)]
+struct MapSlot {
+    state: Mutex<(
+        Option<std::result::Result<(), String>>,
+        Option<std::task::Waker>,
+    )>,
+}
+
+impl MapSlot {
+    fn set(&self, answer: std::result::Result<(), String>) {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 = Some(answer);
+        if let Some(w) = g.1.take() {
+            w.wake();
+        }
+    }
+
+    fn take(&self) -> Option<std::result::Result<(), String>> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .take()
+    }
+}
+
+/// A read-back queued by [`Ctx::read_async`]; `words().await` gives the values.
+pub(crate) struct PendingRead {
+    ctx: Arc<Ctx>,
+    op: String,
+    staged: Option<(wgpu::Buffer, Arc<MapSlot>)>,
+}
+
+impl PendingRead {
+    pub(crate) async fn words(self) -> Result<Vec<u32>> {
+        let Some((staging, slot)) = self.staged else {
+            return Ok(Vec::new());
+        };
+        // natively the mapping is answered inside `poll`; in a browser, by the event loop
+        #[cfg(not(target_arch = "wasm32"))]
+        self.ctx
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: None,
+            })
+            .map_err(|e| device_error(&self.op, format!("waiting for the GPU: {e}")))?;
+        let answer = std::future::poll_fn(|cx| {
+            let mut g = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+            match g.0.take() {
+                Some(a) => std::task::Poll::Ready(a),
+                None => {
+                    g.1 = Some(cx.waker().clone());
+                    std::task::Poll::Pending
+                }
+            }
+        })
+        .await;
+        self.ctx.finish_read(&self.op, &staging, answer)
     }
 }

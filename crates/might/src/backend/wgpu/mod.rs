@@ -89,6 +89,32 @@ pub fn counters(ordinal: usize) -> (usize, usize) {
     context::ctx(ordinal).map_or((0, 0), |c| (c.reads.load(Relaxed), c.created.load(Relaxed)))
 }
 
+/// Open GPU `ordinal` without blocking (the browser's only way in); returns the adapter name.
+pub(crate) async fn init_async(ordinal: usize) -> Result<String> {
+    context::init_async(ordinal).await
+}
+
+/// A read-back of a tensor's values, queued; [`HostRead::values`] awaits it.
+pub(crate) enum HostRead {
+    /// Already on the host (int64 values kept from their upload).
+    Ready(Vec<u32>, DType),
+    Pending(context::PendingRead, DType),
+}
+
+impl HostRead {
+    /// The values, converted to `T` (the dtype was checked when the read was queued).
+    pub(crate) async fn values<T: WithDType>(self) -> Result<Vec<T>> {
+        let (words, dt) = match self {
+            HostRead::Ready(w, dt) => (w, dt),
+            HostRead::Pending(p, dt) => (p.words().await?, dt),
+        };
+        Ok(words
+            .into_iter()
+            .map(|w| T::from_f64(value_of(dt, w)))
+            .collect())
+    }
+}
+
 /// Wait for every queued kernel of GPU `ordinal`.
 pub(crate) fn synchronize(ordinal: usize) -> Result<()> {
     context::ctx(ordinal)?.synchronize("synchronize")
@@ -152,6 +178,21 @@ impl WgpuStorage {
             s.shadow = Some(Arc::new(words));
         }
         Ok(s)
+    }
+    /// The elements `layout` selects, read back without blocking: the copy is queued now.
+    pub(crate) fn read_async(&self, op: &str, layout: &Layout) -> Result<HostRead> {
+        if let Some(h) = &self.shadow {
+            let w = offsets(layout).into_iter().map(|o| h[o]).collect();
+            return Ok(HostRead::Ready(w, self.dtype));
+        }
+        let pending =
+            if layout.is_contiguous() && layout.offset() == 0 && layout.numel() == self.len {
+                self.ctx().read_async(op, self.raw(), self.len)
+            } else {
+                let c = elementwise::copy(self, layout)?;
+                c.ctx().read_async(op, c.raw(), c.len)
+            };
+        Ok(HostRead::Pending(pending, self.dtype))
     }
     /// The contiguous elements of this buffer as host words (waits for the GPU).
     pub(crate) fn words(&self, op: &str, layout: &Layout) -> Result<Vec<u32>> {
