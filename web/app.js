@@ -169,15 +169,20 @@ async function generate() {
     return;
   }
   out.textContent = prompt;
-  while (state.text.running && state.text.chars < total) {
-    const t = performance.now();
-    const chunk = state.device === "gpu" ? await text.nextGpu(4) : text.next(4);
-    state.text.ms += performance.now() - t;
-    state.text.chars += chunk.length;
-    out.textContent += chunk;
-    $("text-stats").textContent =
-      `${state.text.chars} characters, ${(1000 * state.text.chars / state.text.ms).toFixed(0)} characters/s`;
-    await new Promise((r) => setTimeout(r, 0)); // let the page paint
+  try {
+    while (state.text.running && state.text.chars < total) {
+      const t = performance.now();
+      const chunk = state.device === "gpu" ? await text.nextGpu(4) : text.next(4);
+      state.text.ms += performance.now() - t;
+      state.text.chars += chunk.length;
+      out.textContent += chunk;
+      $("text-stats").textContent =
+        `${state.text.chars} characters, ${(1000 * state.text.chars / state.text.ms).toFixed(0)} characters/s`;
+      await new Promise((r) => setTimeout(r, 0)); // let the page paint
+    }
+  } catch (e) {
+    state.text.error = String(e);
+    $("text-stats").textContent = String(e);
   }
   state.text.running = false;
   state.text.done = out.textContent;

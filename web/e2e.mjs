@@ -68,6 +68,7 @@ async function run(device, simd = true) {
   const name = simd ? device : `${device}-scalar`;
   const page = await browser.newPage();
   const logs = [];
+  try {
   page.on("console", (m) => logs.push(`${m.type()}: ${m.text()}`));
   page.on("pageerror", (e) => logs.push(`pageerror: ${e}`));
   await page.setViewport({ width: 1100, height: 800 });
@@ -121,9 +122,11 @@ async function run(device, simd = true) {
   if (device === "cpu" && result.textAgreesFor !== expectedText.length)
     fail(`[cpu] greedy text differs from the native sample (gpt-greedy.txt) at character ${result.textAgreesFor}`);
   if (logs.some((l) => l.startsWith("pageerror"))) fail(`[${name}] page errors:\n${logs.join("\n")}`);
-  fs.writeFileSync(path.join(artifacts, `${name}-console.log`), logs.join("\n"));
-  await page.close();
   return result;
+  } finally {
+    fs.writeFileSync(path.join(artifacts, `${name}-console.log`), logs.join("\n"));
+    await page.close().catch(() => {});
+  }
 }
 
 let cpu, scalar, gpu;

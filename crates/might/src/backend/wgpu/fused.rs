@@ -255,10 +255,10 @@ pub(super) fn causal_softmax(
     }
 "
     } else {
-        "    var mx = bitcast<f32>(0xff800000u);
+        "    var mx = f32_bits_(0xff800000u);
     for (var j = t; j < vis; j = j + 256u) { mx = max(mx, x[slot(5u) + base + j]); }
     var m = red_max(t, mx) * fslot(0u);
-    if (!(abs(m) <= 3.4028235e38)) { m = 0.0; }
+    if (!(abs(m) <= 3.4028234e38)) { m = 0.0; }
     var acc = 0.0;
     for (var j = t; j < vis; j = j + 256u) { acc = acc + exp(x[slot(5u) + base + j] * fslot(0u) - m); }
     let inv = 1.0 / red(t, acc);

@@ -88,7 +88,7 @@ pub(super) fn max_pool2d(s: &S, l: &Layout, g: &PoolGeom) -> Result<(S, S)> {
     let p = i / (OH * OW);
     let y0 = i32((i / OW) % OH) * SY - PY;
     let x0 = i32(i % OW) * SX - PX;
-    var best = bitcast<f32>(0xff800000u);
+    var best = f32_bits_(0xff800000u);
     var at = -1;
     for (var y = max(y0, 0); y < min(y0 + KH, i32(H)); y = y + 1) {
         for (var x = max(x0, 0); x < min(x0 + KW, i32(W)); x = x + 1) {

@@ -226,13 +226,13 @@ pub(super) fn softmax_rows(s: &S, l: &Layout, n: usize, log: bool) -> Result<S> 
         k += &format!(
             "    let n = slot(3u);
     let base = grp * n;
-    var mx = bitcast<f32>(0xff800000u);
+    var mx = f32_bits_(0xff800000u);
     for (var j = t; j < n; j = j + 256u) {{
         let v = x[loc(slot(2u), base + j)];
         if (v > mx) {{ mx = v; }}
     }}
     mx = red(t, mx);
-    if (!(abs(mx) <= 3.4028235e38)) {{ mx = 0.0; }}
+    if (!(abs(mx) <= 3.4028234e38)) {{ mx = 0.0; }}
     var sum = 0.0;
     for (var j = t; j < n; j = j + 256u) {{
         sum = sum + exp(x[loc(slot(2u), base + j)] - mx);

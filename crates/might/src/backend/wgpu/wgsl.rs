@@ -33,6 +33,9 @@ fn loc(at: u32, i: u32) -> u32 {
 
 fn slot(k: u32) -> u32 { return prm[1u + k]; }
 fn fslot(k: u32) -> f32 { return bitcast<f32>(prm[1u + k]); }
+// inf and NaN from their bits: through a function, because Tint (Chrome's WGSL compiler)
+// rejects a constant expression whose value is not finite
+fn f32_bits_(b: u32) -> f32 { return bitcast<f32>(b); }
 "#;
 
 /// f32 helpers of the unary functions WGSL lacks or defines loosely.
@@ -66,10 +69,10 @@ fn powf_(x: f32, p: f32) -> f32 {
     if (p == 0.0) { return 1.0; }
     if (x == 0.0) {
         if (p > 0.0) { return 0.0; }
-        return bitcast<f32>(0x7f800000u);
+        return f32_bits_(0x7f800000u);
     }
     if (x < 0.0) {
-        if (p != floor(p)) { return bitcast<f32>(0x7fc00000u); }
+        if (p != floor(p)) { return f32_bits_(0x7fc00000u); }
         let r = pow(-x, p);
         if (abs(p % 2.0) == 1.0) { return -r; }
         return r;
