@@ -52,7 +52,7 @@ async function start() {
     state.error = navigator.gpu ? "this build has no WebGPU support" : "this browser has no WebGPU";
   }
   $("backend").textContent = state.device === "gpu"
-    ? `Running on WebGPU (${state.adapter}) — might's wgpu backend compiled to WebAssembly`
+    ? `Running on WebGPU${state.adapter ? ` (${state.adapter})` : ""} — might's wgpu backend compiled to WebAssembly`
     : `Running on the CPU — might compiled to WebAssembly (${params.get("simd") === "0" ? "scalar" : "SIMD128"})`;
   drawBars(null);
   state.ready = true;

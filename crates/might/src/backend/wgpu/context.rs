@@ -588,17 +588,17 @@ impl Ctx {
     }
 }
 
+/// A buffer mapping's answer: `Err` holds wgpu's message.
+type MapAnswer = std::result::Result<(), String>;
+
 /// Where a buffer mapping's answer lands, and who to wake when it does.
 #[derive(Default)]
 struct MapSlot {
-    state: Mutex<(
-        Option<std::result::Result<(), String>>,
-        Option<std::task::Waker>,
-    )>,
+    state: Mutex<(Option<MapAnswer>, Option<std::task::Waker>)>,
 }
 
 impl MapSlot {
-    fn set(&self, answer: std::result::Result<(), String>) {
+    fn set(&self, answer: MapAnswer) {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
         g.0 = Some(answer);
         if let Some(w) = g.1.take() {
@@ -606,7 +606,7 @@ impl MapSlot {
         }
     }
 
-    fn take(&self) -> Option<std::result::Result<(), String>> {
+    fn take(&self) -> Option<MapAnswer> {
         self.state
             .lock()
             .unwrap_or_else(|e| e.into_inner())
