@@ -2,7 +2,6 @@
 
 use might::models::vision;
 use might::nn::{Module, Sequential};
-use might::optim::load_checkpoint_from_bytes;
 use might::{Device, Error, Result, Tensor};
 
 /// A `might train mnist` (or fashion-mnist) model: `--model cnn`, `small-cnn` or `mlp`, on
@@ -23,13 +22,7 @@ impl DigitClassifier {
     /// `best.safetensors`): its `model`, `chw`, `classes`, `mean` and `std` fields say what to
     /// build; the tensors must then fit it exactly (a strict state-dict load).
     pub fn from_checkpoint(bytes: &[u8]) -> Result<DigitClassifier> {
-        let mut ck = load_checkpoint_from_bytes(bytes)?;
-        // the page's files hold float16 weights (half the download); compute in float32
-        for (_, t) in ck.model.iter_mut() {
-            if t.dtype() == might::DType::F16 {
-                *t = t.to_dtype(might::DType::F32)?;
-            }
-        }
+        let ck = crate::load_checkpoint(bytes)?;
         let field = |k: &str| {
             ck.extra
                 .get(k)

@@ -18,3 +18,15 @@ mod bindings;
 pub use canvas::{mnist_input, SIDE};
 pub use digits::DigitClassifier;
 pub use text::TextGenerator;
+
+/// A `might train` checkpoint from bytes, its float16 weights (the page's files hold them:
+/// half the download) widened to float32, which the models compute in.
+fn load_checkpoint(bytes: &[u8]) -> might::Result<might::optim::Checkpoint> {
+    let mut ck = might::optim::load_checkpoint_from_bytes(bytes)?;
+    for (_, t) in ck.model.iter_mut() {
+        if t.dtype() == might::DType::F16 {
+            *t = t.to_dtype(might::DType::F32)?;
+        }
+    }
+    Ok(ck)
+}

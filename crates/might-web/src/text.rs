@@ -5,7 +5,6 @@ use std::rc::Rc;
 use might::models::generate::{SampleConfig, TokenStream};
 use might::models::{gpt_from_metadata, CharVocab, Gpt};
 use might::nn::Module;
-use might::optim::load_checkpoint_from_bytes;
 use might::{Device, Generator, Result};
 
 /// A loaded character GPT and, once [`TextGenerator::start`] is called, a running sample.
@@ -18,13 +17,7 @@ pub struct TextGenerator {
 impl TextGenerator {
     /// From the bytes of a checkpoint written by `might train gpt`.
     pub fn from_checkpoint(bytes: &[u8]) -> Result<TextGenerator> {
-        let mut ck = load_checkpoint_from_bytes(bytes)?;
-        // the page's files hold float16 weights (half the download); compute in float32
-        for (_, t) in ck.model.iter_mut() {
-            if t.dtype() == might::DType::F16 {
-                *t = t.to_dtype(might::DType::F32)?;
-            }
-        }
+        let ck = crate::load_checkpoint(bytes)?;
         let (cfg, vocab) = gpt_from_metadata(&ck.extra)?;
         let mut model = Gpt::from_tensors(cfg, &ck.model)?;
         model.eval();

@@ -493,12 +493,7 @@ impl Ctx {
             return Ok(Vec::new());
         }
         let (staging, slot) = self.start_read(buf, words);
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: None,
-            })
-            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
+        self.wait(op)?;
         // In a browser `poll` cannot wait: the mapping is answered only once the page's event
         // loop runs again, which a synchronous read would never let happen.
         let answer = slot.take().unwrap_or_else(|| {
@@ -575,15 +570,21 @@ impl Ctx {
         Ok(out)
     }
 
-    /// Wait until every queued kernel has run (`torch.cuda.synchronize`).
-    pub(crate) fn synchronize(&self, op: &str) -> Result<()> {
-        self.flush();
+    /// Block until the submitted work has run (natively; a browser's `poll` returns at once).
+    fn wait(&self, op: &str) -> Result<()> {
         self.device
             .poll(wgpu::PollType::Wait {
                 submission_index: None,
                 timeout: None,
             })
-            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))?;
+            .map(|_| ())
+            .map_err(|e| device_error(op, format!("waiting for the GPU: {e}")))
+    }
+
+    /// Wait until every queued kernel has run (`torch.cuda.synchronize`).
+    pub(crate) fn synchronize(&self, op: &str) -> Result<()> {
+        self.flush();
+        self.wait(op)?;
         self.check(op)
     }
 }
@@ -629,13 +630,7 @@ impl PendingRead {
         };
         // natively the mapping is answered inside `poll`; in a browser, by the event loop
         #[cfg(not(target_arch = "wasm32"))]
-        self.ctx
-            .device
-            .poll(wgpu::PollType::Wait {
-                submission_index: None,
-                timeout: None,
-            })
-            .map_err(|e| device_error(&self.op, format!("waiting for the GPU: {e}")))?;
+        self.ctx.wait(&self.op)?;
         let answer = std::future::poll_fn(|cx| {
             let mut g = slot.state.lock().unwrap_or_else(|e| e.into_inner());
             match g.0.take() {
