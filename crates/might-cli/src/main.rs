@@ -28,6 +28,7 @@ mod hf;
 mod inspect;
 mod meter;
 mod net;
+mod onnx;
 mod plot;
 mod rundir;
 mod term;
@@ -229,6 +230,7 @@ enum Command {
     /// Classify one image with a checkpoint: prints the class and the top-5 probabilities.
     Predict { checkpoint: PathBuf, image: PathBuf },
     /// List the tensors of a safetensors, .npy, .npz or PyTorch .pt/.pth file: name, dtype,
+    /// An ONNX model (.onnx): inputs, outputs, ops used and parameter count.
     /// shape, size, and totals. Reads headers only; never executes anything in the file.
     /// A Hugging Face model folder: its architecture, sizes, parameter count and dtype.
     Inspect {
@@ -245,6 +247,12 @@ enum Command {
     /// Sentence vectors (one JSON line each) or their cosine matrix from a
     /// sentence-transformers folder such as all-MiniLM-L6-v2 (needs the `hf` feature).
     Embed(hf::EmbedArgs),
+    /// Run an ONNX model on .npy inputs: prints each output's name, shape and a summary, and
+    /// writes them as .npy with --output (needs the `onnx` feature).
+    Run(onnx::RunArgs),
+    /// Run ONNX backend test cases (model.onnx + test_data_set_N/{input,output}_K.pb) and print
+    /// pass/fail per case and a summary (needs the `onnx` feature).
+    OnnxTest(onnx::OnnxTestArgs),
     /// Micro-benchmarks (used by bench/compare.sh against PyTorch).
     Bench {
         #[command(subcommand)]
@@ -407,6 +415,11 @@ fn main() -> ExitCode {
                 },
         } => hf::bench_generate(prompt, tokens, reps, threads),
         Command::Inspect { file, json } if file.is_dir() => hf::inspect_model(&file, json),
+        Command::Inspect { file, json } if file.extension().is_some_and(|e| e == "onnx") => {
+            onnx::inspect(&file, json)
+        }
+        Command::Run(args) => onnx::run(&args),
+        Command::OnnxTest(args) => onnx::onnx_test(&args),
         Command::Inspect { file, json } => inspect::inspect(&file, json).map_err(Into::into),
         Command::Generate(args) => hf::generate(&args),
         Command::Embed(args) => hf::embed(&args),

@@ -27,6 +27,8 @@ pub enum ErrorKind {
     Invalid,
     /// A buffer would not fit the memory budget, or the allocator refused it.
     Memory,
+    /// Valid input that might does not implement (an ONNX operator, an element type).
+    Unsupported,
 }
 
 /// The error type of every fallible might operation.

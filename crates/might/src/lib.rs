@@ -32,6 +32,8 @@ pub mod layout;
 pub mod limits;
 pub mod models;
 pub mod nn;
+#[cfg(feature = "onnx")]
+pub mod onnx;
 pub mod ops;
 pub mod optim;
 pub mod precision;
