@@ -144,17 +144,26 @@ fn unsigned_bits(e: i32) -> u32 {
 
 fn bitshift(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let left = n.s("direction", "") == "LEFT";
-    let bits = unsigned_bits(req(n, ins, 0)?.elem);
+    let e = req(n, ins, 0)?.elem;
+    let signed = matches!(e, elem::INT8 | elem::INT16 | elem::INT32 | elem::INT64);
+    let bits = match e {
+        elem::INT8 => 8,
+        elem::INT16 => 16,
+        elem::INT32 => 32,
+        _ => unsigned_bits(e),
+    };
     let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
     int_map2(n, ins, move |x, s| {
-        let (x, s) = (x as u64 & mask, s as u64);
-        let r = if s >= bits as u64 {
-            0
-        } else if left {
-            x << s
-        } else {
-            x >> s
-        };
+        let out_of_range = s < 0 || s >= bits as i64;
+        if signed && !left {
+            // arithmetic: the sign fills in
+            return if out_of_range { if x < 0 { -1 } else { 0 } } else { x >> s };
+        }
+        if out_of_range {
+            return 0;
+        }
+        let x = x as u64 & mask;
+        let r = if left { x << s } else { x >> s };
         (r & mask) as i64
     })
 }
@@ -227,8 +236,14 @@ fn modulo(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     })
 }
 
+/// A float op; float16/bfloat16 compute in f32 and round once at the end, as the ONNX
+/// reference does.
 fn float(n: &Node, ins: &[Option<Value>], f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Vec<Value>> {
     let a = req(n, ins, 0)?;
+    let dt = a.tensor.dtype();
+    if matches!(dt, DType::F16 | DType::BF16) {
+        return same(f(&a.tensor.to_dtype(DType::F32)?)?.to_dtype(dt)?, a);
+    }
     same(f(&a.tensor)?, a)
 }
 
@@ -339,7 +354,7 @@ fn clip(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     };
     let (lo, hi) = (bound(1, "min")?, bound(2, "max")?);
     if a.tensor.dtype().is_float() {
-        return same(a.tensor.clamp(lo, hi)?, a);
+        return same(a.tensor.clamp(lo, None)?.clamp(None, hi)?, a);
     }
     let v: Vec<i64> = ints(a)?
         .into_iter()

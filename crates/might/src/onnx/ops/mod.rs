@@ -2,9 +2,11 @@
 //! default-domain opset) and its input values to its output values. [`lookup`] is the one
 //! table from `op_type` to function; the graph checks every node against it before running.
 
+mod attention;
 mod elementwise;
 mod nn;
 mod reduce;
+mod resize;
 mod shape;
 
 use super::proto::{AttributeProto, NodeProto};
@@ -115,4 +117,6 @@ pub fn lookup(op_type: &str) -> Option<OpFn> {
         .or_else(|| shape::lookup(op_type))
         .or_else(|| reduce::lookup(op_type))
         .or_else(|| nn::lookup(op_type))
+        .or_else(|| attention::lookup(op_type))
+        .or_else(|| resize::lookup(op_type))
 }

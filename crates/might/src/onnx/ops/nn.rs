@@ -258,7 +258,13 @@ fn conv(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         xt = pad_trailing(&xt, &p, 0.0)?;
         [0, 0]
     };
-    let mut y = xt.conv2d(&wt, b.as_ref(), s2, padding, d2, groups)?;
+    let half = matches!(xt.dtype(), DType::F16 | DType::BF16);
+    let mut y = if half {
+        let up = |t: &Tensor| t.to_dtype(DType::F32);
+        up(&xt)?.conv2d(&up(&wt)?, b.as_ref().map(up).transpose()?.as_ref(), s2, padding, d2, groups)?.to_dtype(xt.dtype())?
+    } else {
+        xt.conv2d(&wt, b.as_ref(), s2, padding, d2, groups)?
+    };
     if k == 1 {
         y = y.squeeze(2)?;
     }
@@ -286,7 +292,14 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         (0..k)
             .map(|i| {
                 let total = full[i] - target[i];
-                if auto == "SAME_UPPER" { (total / 2, total - total / 2) } else { (total - total / 2, total / 2) }
+                if total < 0 {
+                    // a larger output than the kernel reaches: zeros at the end
+                    (0, total)
+                } else if auto == "SAME_UPPER" {
+                    (total / 2, total - total / 2)
+                } else {
+                    (total - total / 2, total / 2)
+                }
             })
             .collect()
     } else {
@@ -510,14 +523,30 @@ fn per_channel(t: &Tensor, r: usize, dt: DType) -> Result<Tensor> {
 fn batch_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let (scale, bias, mean, var) = (req(n, ins, 1)?, req(n, ins, 2)?, req(n, ins, 3)?, req(n, ins, 4)?);
-    if n.i("training_mode", 0) != 0 {
-        return Err(n.err("training_mode is not supported (export the model in eval mode)"));
-    }
     let eps = n.f("epsilon", 1e-5) as f64;
     let (r, dt) = (x.dims().len().max(2), x.tensor.dtype());
-    let inv = per_channel(&var.tensor, r, dt)?.add_scalar(eps)?.rsqrt()?.mul(&per_channel(&scale.tensor, r, dt)?)?;
-    let shift = per_channel(&bias.tensor, r, dt)?.sub(&per_channel(&mean.tensor, r, dt)?.mul(&inv)?)?;
-    same(x.tensor.mul(&inv)?.add(&shift)?, x)
+    let training = n.i("training_mode", 0) != 0;
+    let (m, v) = if training {
+        // statistics of this batch (biased variance), per channel
+        let dims: Vec<isize> = (0..r as isize).filter(|&d| d != 1).collect();
+        let bm = x.tensor.mean_dims(&dims, true)?;
+        let bv = x.tensor.sub(&bm)?.square()?.mean_dims(&dims, true)?;
+        (bm, bv)
+    } else {
+        (per_channel(&mean.tensor, r, dt)?, per_channel(&var.tensor, r, dt)?)
+    };
+    let inv = v.add_scalar(eps)?.rsqrt()?.mul(&per_channel(&scale.tensor, r, dt)?)?;
+    let shift = per_channel(&bias.tensor, r, dt)?.sub(&m.mul(&inv)?)?;
+    let mut outs = vec![Value::typed(x.tensor.mul(&inv)?.add(&shift)?, x.elem)];
+    if training && n.proto.output.len() > 1 {
+        let mom = n.f("momentum", 0.9) as f64;
+        let c = mean.dims().to_vec();
+        let rm = mean.tensor.mul_scalar(mom)?.add(&m.reshape(c.clone())?.to_dtype(mean.tensor.dtype())?.mul_scalar(1.0 - mom)?)?;
+        let rv = var.tensor.mul_scalar(mom)?.add(&v.reshape(c)?.to_dtype(var.tensor.dtype())?.mul_scalar(1.0 - mom)?)?;
+        outs.push(Value::typed(rm, mean.elem));
+        outs.push(Value::typed(rv, var.elem));
+    }
+    Ok(outs)
 }
 
 /// `(x - mean) / sqrt(var + eps)` over `dims` (biased variance).
@@ -621,7 +650,10 @@ fn lp_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         2 => x.tensor.square()?.sum(a, true)?.sqrt()?,
         p => return Err(n.err(format!("p = {p} (1 or 2)"))),
     };
-    same(x.tensor.div(&norm)?, x)
+    // a zero vector stays zero
+    let zero = norm.eq_scalar(0.0)?;
+    let safe = Tensor::where_(&zero, &Tensor::ones_on((), norm.dtype(), norm.device())?, &norm)?;
+    same(x.tensor.div(&safe)?, x)
 }
 
 fn mvn(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {

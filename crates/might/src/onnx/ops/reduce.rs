@@ -71,7 +71,10 @@ fn reduce(n: &Node, ins: &[Option<Value>], red: Red) -> Result<Vec<Value>> {
     }
     let empty = axes.iter().any(|&d| x.dims()[d] == 0);
     let y = if empty {
+        let boolean = x.tensor.dtype() == DType::Bool;
         let v = match red {
+            Red::Max if boolean => 0.0,
+            Red::Min if boolean => 1.0,
             Red::Max | Red::LogSum | Red::LogSumExp => f64::NEG_INFINITY,
             Red::Min => f64::INFINITY,
             Red::Prod => 1.0,

@@ -741,6 +741,7 @@ fn space_to_depth(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         return Err(n.err(format!("input {d:?} and blocksize {b}")));
     }
     let (nn, c, h, w) = (d[0], d[1], d[2], d[3]);
-    let t = x.tensor.reshape([nn, c, h / b, b, w / b, b])?.permute(&[0, 3, 5, 1, 2, 4])?;
+    let perm: &[isize] = if n.s("mode", "DCR") == "CRD" { &[0, 1, 3, 5, 2, 4] } else { &[0, 3, 5, 1, 2, 4] };
+    let t = x.tensor.reshape([nn, c, h / b, b, w / b, b])?.permute(perm)?;
     same(t.reshape([nn, c * b * b, h / b, w / b])?, x)
 }
