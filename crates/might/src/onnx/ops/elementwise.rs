@@ -67,6 +67,13 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Shrink" => shrink,
         "Clip" => clip,
         "PRelu" => prelu,
+        "Erf" => |n, i| host_float(n, i, libm::erf),
+        "Asin" => |n, i| host_float(n, i, f64::asin),
+        "Acos" => |n, i| host_float(n, i, f64::acos),
+        "Atan" => |n, i| host_float(n, i, f64::atan),
+        "Asinh" => |n, i| host_float(n, i, f64::asinh),
+        "Acosh" => |n, i| host_float(n, i, f64::acosh),
+        "Atanh" => |n, i| host_float(n, i, f64::atanh),
         _ => return None,
     })
 }
@@ -260,6 +267,14 @@ fn signed_or_float(
     let v: Vec<i64> = ints(a)?.into_iter().map(g).collect();
     let t = Tensor::from_vec(v, a.dims())?.to_dtype(a.tensor.dtype())?;
     Ok(vec![Value::typed(Value::typed(t, a.elem).narrowed()?, a.elem)])
+}
+
+/// A float function without a tensor op, computed on the host in f64 (inference only).
+fn host_float(n: &Node, ins: &[Option<Value>], f: fn(f64) -> f64) -> Result<Vec<Value>> {
+    let a = req(n, ins, 0)?;
+    let v: Vec<f64> = a.tensor.to_f64_vec().into_iter().map(f).collect();
+    let t = Tensor::from_vec(v, a.dims())?.to_dtype(a.tensor.dtype())?.to_device(a.tensor.device())?;
+    same(t, a)
 }
 
 fn softplus(x: &Tensor) -> Result<Tensor> {
