@@ -20,6 +20,12 @@ pub struct RunArgs {
     /// Where to run: cpu, gpu, gpu:N or best.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// Time this many more runs after the first and report the median (bench/onnx/run.sh).
+    #[arg(long, default_value_t = 0)]
+    pub reps: usize,
+    /// Kernel threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
 }
 
 /// `might onnx-test` options.
@@ -60,6 +66,12 @@ mod imp {
 
     pub fn run(args: &RunArgs) -> Res<()> {
         let device = parse_device(&args.device)?;
+        if let Some(t) = args.threads {
+            if t == 0 {
+                return Err(CliError("--threads must be at least 1".into()));
+            }
+            might::set_num_threads(t);
+        }
         let t0 = Instant::now();
         let model = Model::load(&args.model)?.to_device(device)?;
         let load_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -79,6 +91,13 @@ mod imp {
         let t1 = Instant::now();
         let outs = model.run(&refs)?;
         let run_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let mut times = Vec::with_capacity(args.reps);
+        for _ in 0..args.reps {
+            let t = Instant::now();
+            model.run(&refs)?;
+            times.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
         if let Some(dir) = &args.output {
             std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
         }
@@ -106,6 +125,9 @@ mod imp {
             }
         }
         println!("{} nodes (after constant folding), loaded in {load_ms:.1} ms, ran in {run_ms:.1} ms on {}", model.node_count(), args.device);
+        if !times.is_empty() {
+            println!("median of {} more runs: {:.2} ms (min {:.2} ms)", times.len(), times[times.len() / 2], times[0]);
+        }
         Ok(())
     }
 
