@@ -26,6 +26,9 @@ pub struct RunArgs {
     /// Kernel threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Print the time spent in each operator type (one more run).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// `might onnx-test` options.
@@ -98,6 +101,16 @@ mod imp {
             times.push(t.elapsed().as_secs_f64() * 1e3);
         }
         times.sort_by(f64::total_cmp);
+        if args.profile {
+            let vals = refs.iter().map(|(n, t)| (n.to_string(), might::onnx::Value::new(t.clone()))).collect();
+            let (_, prof) = model.run_profiled(vals)?;
+            let mut v: Vec<(String, f64)> = prof.into_iter().collect();
+            v.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let total: f64 = v.iter().map(|x| x.1).sum();
+            for (op, ms) in v {
+                eprintln!("{op:<24} {ms:9.2} ms  {:5.1} %", 100.0 * ms / total.max(1e-9));
+            }
+        }
         if let Some(dir) = &args.output {
             std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
         }

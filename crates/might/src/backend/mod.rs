@@ -43,6 +43,7 @@ pub enum UnaryOp {
     Rsqrt,
     Sin,
     Cos,
+    Tan,
     Tanh,
     Sigmoid,
     Relu,
@@ -53,6 +54,8 @@ pub enum UnaryOp {
     Silu,
     Softplus,
     Square,
+    /// the error function `2/√π ∫₀ˣ e^{-t²} dt`
+    Erf,
     Sign,
     Floor,
     Ceil,
@@ -78,6 +81,7 @@ impl UnaryOp {
             UnaryOp::Rsqrt => "rsqrt",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::Tan => "tan",
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Relu => "relu",
@@ -86,6 +90,7 @@ impl UnaryOp {
             UnaryOp::Silu => "silu",
             UnaryOp::Softplus => "softplus",
             UnaryOp::Square => "square",
+            UnaryOp::Erf => "erf",
             UnaryOp::Sign => "sign",
             UnaryOp::Floor => "floor",
             UnaryOp::Ceil => "ceil",
@@ -104,6 +109,7 @@ impl UnaryOp {
                 | UnaryOp::Sqrt
                 | UnaryOp::Rsqrt
                 | UnaryOp::Tanh
+                | UnaryOp::Tan
                 | UnaryOp::Sigmoid
                 | UnaryOp::Relu
         )

@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+mod fuse;
 mod model;
 mod ops;
 #[allow(clippy::all, missing_docs)]

@@ -104,7 +104,7 @@ impl Model {
         }
         // every unsupported op, all at once, before anything runs
         let mut missing = BTreeMap::new();
-        let mut ops = Vec::with_capacity(graph.node.len());
+        let mut ops: Vec<OpFn> = Vec::with_capacity(graph.node.len());
         for n in &graph.node {
             let op = n.op_type.clone().unwrap_or_default();
             let dom = n.domain.clone().unwrap_or_default();
@@ -151,8 +151,17 @@ impl Model {
             ir_version: proto.ir_version.unwrap_or(0),
             producer: proto.producer_name.unwrap_or_default(),
         };
-        m.plan = (0..m.graph.node.len()).collect();
         m.fold_constants();
+        if super::fuse::fuse(&mut m.graph, &m.init) > 0 {
+            m.ops = m
+                .graph
+                .node
+                .iter()
+                .map(|n| lookup(n.op_type.as_deref().unwrap_or("")))
+                .collect::<Option<_>>()
+                .ok_or_else(|| bad("a fused node has no operator"))?;
+        }
+        m.plan = (0..m.graph.node.len()).collect();
         m.plan_frees();
         Ok(m)
     }
@@ -160,28 +169,32 @@ impl Model {
     /// Run every node whose inputs are all initializers once, at load time, and keep its
     /// outputs as initializers (shape arithmetic, weight transposes, `Constant` nodes).
     fn fold_constants(&mut self) {
-        let graph_inputs: HashSet<&str> = self.graph.input.iter().filter_map(|v| v.name.as_deref()).collect();
-        let mut keep = Vec::new();
-        for &i in &self.plan {
-            let node = &self.graph.node[i];
+        let graph_inputs: HashSet<String> = self.graph.input.iter().filter_map(|v| v.name.clone()).collect();
+        let nodes = std::mem::take(&mut self.graph.node);
+        let ops = std::mem::take(&mut self.ops);
+        for (node, op_fn) in nodes.into_iter().zip(ops) {
             let op = node.op_type.as_deref().unwrap_or("");
             let foldable = !matches!(op, "RandomNormal" | "RandomUniform" | "RandomNormalLike" | "RandomUniformLike" | "Multinomial" | "Bernoulli")
-                && node.input.iter().all(|n| n.is_empty() || (self.init.contains_key(n) && !graph_inputs.contains(n.as_str())));
+                && node.input.iter().all(|n| n.is_empty() || (self.init.contains_key(n) && !graph_inputs.contains(n)));
             if foldable {
                 let ins: Vec<Option<Value>> = node.input.iter().map(|n| self.init.get(n).cloned()).collect();
-                let nd = Node { proto: node, opset: self.opset };
-                if let Ok(outs) = (self.ops[i])(&nd, &ins) {
-                    for (name, v) in node.output.iter().zip(outs) {
+                let nd = Node { proto: &node, opset: self.opset };
+                if let Ok(outs) = op_fn(&nd, &ins) {
+                    for (name, mut v) in node.output.iter().zip(outs) {
                         if !name.is_empty() {
+                            // folded weights (a transposed embedding, say) stored dense, once
+                            if let Ok(t) = v.tensor.contiguous() {
+                                v.tensor = t;
+                            }
                             self.init.insert(name.clone(), v);
                         }
                     }
                     continue;
                 }
             }
-            keep.push(i);
+            self.graph.node.push(node);
+            self.ops.push(op_fn);
         }
-        self.plan = keep;
     }
 
     fn plan_frees(&mut self) {
@@ -257,6 +270,18 @@ impl Model {
 
     /// [`run`](Model::run) on typed values (the ONNX element type kept beside each tensor).
     pub fn run_values(&self, inputs: HashMap<String, Value>) -> Result<Vec<(String, Value)>> {
+        self.run_inner(inputs, None)
+    }
+
+    /// [`run_values`](Model::run_values) that also returns the milliseconds spent in each
+    /// operator type (for `might run --profile`).
+    pub fn run_profiled(&self, inputs: HashMap<String, Value>) -> Result<(Vec<(String, Value)>, BTreeMap<String, f64>)> {
+        let mut prof = BTreeMap::new();
+        let out = self.run_inner(inputs, Some(&mut prof))?;
+        Ok((out, prof))
+    }
+
+    fn run_inner(&self, inputs: HashMap<String, Value>, mut prof: Option<&mut BTreeMap<String, f64>>) -> Result<Vec<(String, Value)>> {
         let _guard = crate::no_grad();
         let declared = self.inputs();
         let mut env: HashMap<String, Value> = HashMap::new();
@@ -291,7 +316,11 @@ impl Model {
                 return Err(self.node_err(node, format!("input '{}' is not produced by any earlier node", missing.0)));
             }
             let nd = Node { proto: node, opset: self.opset };
+            let t0 = prof.is_some().then(std::time::Instant::now);
             let outs = (self.ops[i])(&nd, &ins).map_err(|e| self.node_err(node, e.to_string()))?;
+            if let (Some(p), Some(t0)) = (prof.as_deref_mut(), t0) {
+                *p.entry(nd.op().to_string()).or_insert(0.0) += t0.elapsed().as_secs_f64() * 1e3;
+            }
             for (name, v) in node.output.iter().zip(outs) {
                 if !name.is_empty() {
                     env.insert(name.clone(), v);

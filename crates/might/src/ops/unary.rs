@@ -79,6 +79,10 @@ impl Tensor {
         sin, "SinBackward", UnaryOp::Sin);
     unary!(/// cosine
         cos, "CosBackward", UnaryOp::Cos);
+    unary!(/// tangent
+        tan, "TanBackward", UnaryOp::Tan);
+    unary!(/// the error function
+        erf, "ErfBackward", UnaryOp::Erf);
     unary!(/// hyperbolic tangent
         tanh, "TanhBackward", UnaryOp::Tanh);
     unary!(/// logistic sigmoid `1 / (1 + e^-x)`

@@ -22,6 +22,8 @@ pub(crate) trait FloatExt: Copy {
     fn tanh_(self) -> Self;
     /// `1 / (1 + e^-x)`
     fn sigmoid_(self) -> Self;
+    /// the error function
+    fn erf_(self) -> Self;
     /// exact GELU `x·Φ(x)`
     fn gelu_(self) -> Self;
     /// its derivative `Φ(x) + x·φ(x)`
@@ -43,6 +45,10 @@ impl FloatExt for f32 {
     #[inline(always)]
     fn sigmoid_(self) -> f32 {
         vmath::sigmoid(self)
+    }
+    #[inline(always)]
+    fn erf_(self) -> f32 {
+        vmath::erf(self)
     }
     #[inline(always)]
     fn gelu_(self) -> f32 {
@@ -73,6 +79,10 @@ impl FloatExt for f64 {
     #[inline(always)]
     fn sigmoid_(self) -> f64 {
         1.0 / (1.0 + (-self).exp())
+    }
+    #[inline(always)]
+    fn erf_(self) -> f64 {
+        libm::erf(self)
     }
     // Φ(x) via erfc, not `(1 + erf(x/√2))/2`: the latter cancels to 0 for x < -8.
     #[inline(always)]
@@ -176,6 +186,8 @@ pub(super) fn forward(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
         UnaryOp::Rsqrt => float_map!(name, s, l, |x| 1.0 / x.sqrt()),
         UnaryOp::Sin => float_map!(name, s, l, |x| x.sin()),
         UnaryOp::Cos => float_map!(name, s, l, |x| x.cos()),
+        UnaryOp::Tan => float_map!(name, s, l, |x| x.tan()),
+        UnaryOp::Erf => float_map!(name, s, l, |x| x.erf_()),
         UnaryOp::Tanh => float_map!(name, s, l, |x| x.tanh_()),
         UnaryOp::Sigmoid => float_map!(name, s, l, |x| x.sigmoid_()),
         UnaryOp::Relu => float_map!(name, s, l, |x| if x > 0.0 { x } else { 0.0 }),
@@ -199,6 +211,12 @@ pub(super) fn forward(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
         UnaryOp::Floor => float_map!(name, s, l, |x| x.floor()),
         UnaryOp::Ceil => float_map!(name, s, l, |x| x.ceil()),
         UnaryOp::Round => float_map!(name, s, l, |x| x.round_ties_even()),
+        // small integer powers (x², x³ of GELU's tanh form) as a product chain: vectorises,
+        // where powf is a libm call per element
+        UnaryOp::Powf(p) if p.fract() == 0.0 && p.abs() <= 8.0 => {
+            let n = p as i32;
+            float_map!(name, s, l, |x| x.powi(n))
+        }
         UnaryOp::Powf(p) => float_map!(name, s, l, |x| x.powf(x.k(p))),
         UnaryOp::Clamp(lo, hi) => float_map!(name, s, l, |x| {
             let (a, b) = (x.k(lo), x.k(hi));
@@ -239,6 +257,11 @@ pub(super) fn backward(g: &S, gl: &Layout, s: &S, sl: &Layout, op: UnaryOp) -> R
         UnaryOp::Sin => float_zip!(name, g, gl, s, sl, |g, x| g * x.cos()),
         UnaryOp::Cos => float_zip!(name, g, gl, s, sl, |g, x| -g * x.sin()),
         UnaryOp::Tanh => float_zip!(name, g, gl, s, sl, |g, y| g * (1.0 - y * y)),
+        UnaryOp::Tan => float_zip!(name, g, gl, s, sl, |g, y| g * (1.0 + y * y)),
+        // 2/√π · e^{-x²}
+        UnaryOp::Erf => float_zip!(name, g, gl, s, sl, |g, x| {
+            g * x.k(std::f64::consts::FRAC_2_SQRT_PI) * (-(x * x)).exp_()
+        }),
         UnaryOp::Sigmoid => float_zip!(name, g, gl, s, sl, |g, y| g * y * (1.0 - y)),
         UnaryOp::Relu => float_zip!(name, g, gl, s, sl, |g, y| if y > 0.0 { g } else { 0.0 }),
         UnaryOp::Gelu => float_zip!(name, g, gl, s, sl, |g, x| g * x.gelu_grad_()),

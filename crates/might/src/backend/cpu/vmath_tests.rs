@@ -276,3 +276,17 @@ fn gelu_and_grad_returns_gelu_and_gelu_grad_bitwise() {
         assert_eq!(d.to_bits(), gelu_grad(x).to_bits(), "gelu_grad({x:e})");
     }
 }
+
+#[test]
+#[cfg_attr(miri, ignore = "safe code: millions of evaluations")]
+fn erf_within_4_ulp_everywhere() {
+    let mut xs = inputs(-6.0, 6.0, 2_000_000);
+    xs.extend((0..=1_000_000).map(|i| -1.0 + 2.0 * (i as f32 / 1e6)));
+    let (e, at) = max_ulps(&xs, erf, libm::erf);
+    println!("erf: max {e:.3} ulp at {at:e}");
+    assert!(e <= 4.0, "erf: {e} ulp at {at:e}");
+    assert_eq!(erf(f32::INFINITY), 1.0);
+    assert_eq!(erf(f32::NEG_INFINITY), -1.0);
+    assert_eq!(erf(0.0), 0.0);
+    assert!(erf(f32::NAN).is_nan());
+}

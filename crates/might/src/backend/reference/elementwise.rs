@@ -58,6 +58,8 @@ fn forward_one(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Rsqrt => 1.0 / x.sqrt(),
         UnaryOp::Sin => x.sin(),
         UnaryOp::Cos => x.cos(),
+        UnaryOp::Tan => x.tan(),
+        UnaryOp::Erf => libm::erf(x),
         UnaryOp::Tanh => x.tanh(),
         UnaryOp::Sigmoid => sigmoid(x),
         UnaryOp::Relu => {
@@ -124,6 +126,8 @@ fn backward_one(op: UnaryOp, g: f64, s: f64) -> f64 {
         UnaryOp::Rsqrt => -0.5 * g * s * s * s,
         UnaryOp::Sin => g * s.cos(),
         UnaryOp::Cos => -g * s.sin(),
+        UnaryOp::Tan => g * (1.0 + s * s),
+        UnaryOp::Erf => g * std::f64::consts::FRAC_2_SQRT_PI * (-s * s).exp(),
         UnaryOp::Tanh => g * (1.0 - s * s),
         UnaryOp::Sigmoid => g * s * (1.0 - s),
         UnaryOp::Relu => {

@@ -50,6 +50,15 @@ fn erfc_(x: f32) -> f32 {
     if (x >= 0.0) { return r; }
     return 2.0 - r;
 }
+fn erf_(x: f32) -> f32 {
+    // odd Taylor series near 0 (1 - erfc would lose the relative accuracy there)
+    let z = x * x;
+    if (abs(x) < 0.5) {
+        return x * 1.1283791671 * (1.0 + z * (-0.3333333333 + z * (0.1 + z * (-0.0238095238
+            + z * (0.0046296296 + z * (-0.0007575758 + z * 0.0001068376))))));
+    }
+    return 1.0 - erfc_(x);
+}
 fn log1p_(x: f32) -> f32 {
     let u = 1.0 + x;
     if (u == 1.0) { return x; }
@@ -105,6 +114,8 @@ pub(crate) fn unary_f(op: UnaryOp) -> &'static str {
         UnaryOp::Rsqrt => "1.0 / sqrt(x)",
         UnaryOp::Sin => "sin(x)",
         UnaryOp::Cos => "cos(x)",
+        UnaryOp::Tan => "tan(x)",
+        UnaryOp::Erf => "erf_(x)",
         UnaryOp::Tanh => "tanh_(x)",
         UnaryOp::Sigmoid => "sigmoid_(x)",
         UnaryOp::Relu => "select(0.0, x, x > 0.0)",
@@ -137,6 +148,8 @@ pub(crate) fn unary_backward_f(op: UnaryOp) -> &'static str {
         UnaryOp::Rsqrt => "-0.5 * g * s * s * s",
         UnaryOp::Sin => "g * cos(s)",
         UnaryOp::Cos => "-g * sin(s)",
+        UnaryOp::Tan => "g * (1.0 + s * s)",
+        UnaryOp::Erf => "g * 1.1283791671 * exp(-s * s)",
         UnaryOp::Tanh => "g * (1.0 - s * s)",
         UnaryOp::Sigmoid => "g * s * (1.0 - s)",
         UnaryOp::Relu => "select(0.0, g, s > 0.0)",

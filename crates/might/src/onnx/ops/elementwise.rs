@@ -41,7 +41,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Sqrt" => |n, i| float(n, i, Tensor::sqrt),
         "Sin" => |n, i| float(n, i, Tensor::sin),
         "Cos" => |n, i| float(n, i, Tensor::cos),
-        "Tan" => |n, i| float(n, i, |x| x.sin()?.div(&x.cos()?)),
+        "Tan" => |n, i| float(n, i, Tensor::tan),
         "Sinh" => |n, i| float(n, i, |x| x.exp()?.sub(&x.neg()?.exp()?)?.mul_scalar(0.5)),
         "Cosh" => |n, i| float(n, i, |x| x.exp()?.add(&x.neg()?.exp()?)?.mul_scalar(0.5)),
         "Tanh" => |n, i| float(n, i, Tensor::tanh),
@@ -67,7 +67,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Shrink" => shrink,
         "Clip" => clip,
         "PRelu" => prelu,
-        "Erf" => |n, i| host_float(n, i, libm::erf),
+        "Erf" => |n, i| float(n, i, Tensor::erf),
         "Asin" => |n, i| host_float(n, i, f64::asin),
         "Acos" => |n, i| host_float(n, i, f64::acos),
         "Atan" => |n, i| host_float(n, i, f64::atan),
@@ -197,6 +197,12 @@ fn bitwise_not(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 fn pow(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (a, b) = binary_ins(n, ins)?;
     if a.tensor.dtype().is_float() {
+        // a scalar exponent (GELU's x³, RMS norms' x²) is one unary pass
+        if b.tensor.numel() == 1 && b.dims().len() <= a.dims().len() {
+            let p = b.tensor.to_f64_vec()[0];
+            let y = if p == 2.0 { a.tensor.square()? } else { a.tensor.powf(p)? };
+            return same(y.reshape(crate::broadcast_shapes("Pow", a.tensor.shape(), b.tensor.shape())?)?, a);
+        }
         let e = b.tensor.to_dtype(a.tensor.dtype())?;
         return same(a.tensor.pow(&e)?, a);
     }
