@@ -63,8 +63,21 @@ mod imp {
     use std::time::Instant;
 
     fn file_name(name: &str) -> String {
-        let s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-        if s.is_empty() || s.starts_with('.') { format!("output{s}") } else { s }
+        let s: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        if s.is_empty() || s.starts_with('.') {
+            format!("output{s}")
+        } else {
+            s
+        }
     }
 
     pub fn run(args: &RunArgs) -> Res<()> {
@@ -85,12 +98,18 @@ mod imp {
                 Some((n, f)) => (n.to_string(), f),
                 None if declared.len() == 1 => (declared[0].name.clone(), spec.as_str()),
                 None => {
-                    return Err(CliError(format!("--input {spec}: say which input, NAME=FILE.npy (the model takes {})", names(&declared))));
+                    return Err(CliError(format!(
+                        "--input {spec}: say which input, NAME=FILE.npy (the model takes {})",
+                        names(&declared)
+                    )));
                 }
             };
             inputs.push((name, might::io::npy::load(file)?));
         }
-        let refs: Vec<(&str, Tensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+        let refs: Vec<(&str, Tensor)> = inputs
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.clone()))
+            .collect();
         let t1 = Instant::now();
         let outs = model.run(&refs)?;
         let run_ms = t1.elapsed().as_secs_f64() * 1e3;
@@ -102,17 +121,24 @@ mod imp {
         }
         times.sort_by(f64::total_cmp);
         if args.profile {
-            let vals = refs.iter().map(|(n, t)| (n.to_string(), might::onnx::Value::new(t.clone()))).collect();
+            let vals = refs
+                .iter()
+                .map(|(n, t)| (n.to_string(), might::onnx::Value::new(t.clone())))
+                .collect();
             let (_, prof) = model.run_profiled(vals)?;
             let mut v: Vec<(String, f64)> = prof.into_iter().collect();
             v.sort_by(|a, b| b.1.total_cmp(&a.1));
             let total: f64 = v.iter().map(|x| x.1).sum();
             for (op, ms) in v {
-                eprintln!("{op:<24} {ms:9.2} ms  {:5.1} %", 100.0 * ms / total.max(1e-9));
+                eprintln!(
+                    "{op:<24} {ms:9.2} ms  {:5.1} %",
+                    100.0 * ms / total.max(1e-9)
+                );
             }
         }
         if let Some(dir) = &args.output {
-            std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| CliError(format!("{}: {e}", dir.display())))?;
         }
         for (name, t) in &outs {
             let v = t.to_f64_vec();
@@ -122,7 +148,11 @@ mod imp {
                 hi = hi.max(x);
                 sum += x;
             }
-            let mean = if v.is_empty() { 0.0 } else { sum / v.len() as f64 };
+            let mean = if v.is_empty() {
+                0.0
+            } else {
+                sum / v.len() as f64
+            };
             let head: Vec<String> = v.iter().take(5).map(|x| format!("{x:.6}")).collect();
             println!(
                 "{name}: {} {:?}  min {lo:.6}  max {hi:.6}  mean {mean:.6}  [{}{}]",
@@ -133,19 +163,31 @@ mod imp {
             );
             if let Some(dir) = &args.output {
                 let path = dir.join(format!("{}.npy", file_name(name)));
-                let t = if t.dtype() == might::DType::BF16 { t.to_dtype(might::DType::F32)? } else { t.clone() };
+                let t = if t.dtype() == might::DType::BF16 {
+                    t.to_dtype(might::DType::F32)?
+                } else {
+                    t.clone()
+                };
                 might::io::npy::save(&path, &t)?;
             }
         }
         println!("{} nodes (after constant folding), loaded in {load_ms:.1} ms, ran in {run_ms:.1} ms on {}", model.node_count(), args.device);
         if !times.is_empty() {
-            println!("median of {} more runs: {:.2} ms (min {:.2} ms)", times.len(), times[times.len() / 2], times[0]);
+            println!(
+                "median of {} more runs: {:.2} ms (min {:.2} ms)",
+                times.len(),
+                times[times.len() / 2],
+                times[0]
+            );
         }
         Ok(())
     }
 
     fn names(io: &[might::onnx::IoInfo]) -> String {
-        io.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", ")
+        io.iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn io_line(i: &might::onnx::IoInfo) -> String {
@@ -160,11 +202,25 @@ mod imp {
             let io = |v: &[might::onnx::IoInfo]| -> String {
                 let items: Vec<String> = v
                     .iter()
-                    .map(|i| format!("{{\"name\":{},\"type\":{},\"shape\":[{}]}}", json_str(&i.name), json_str(&i.elem), i.dims.iter().map(|d| json_str(d)).collect::<Vec<_>>().join(",")))
+                    .map(|i| {
+                        format!(
+                            "{{\"name\":{},\"type\":{},\"shape\":[{}]}}",
+                            json_str(&i.name),
+                            json_str(&i.elem),
+                            i.dims
+                                .iter()
+                                .map(|d| json_str(d))
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        )
+                    })
                     .collect();
                 format!("[{}]", items.join(","))
             };
-            let ops_json: Vec<String> = ops.iter().map(|(k, v)| format!("{}:{v}", json_str(k))).collect();
+            let ops_json: Vec<String> = ops
+                .iter()
+                .map(|(k, v)| format!("{}:{v}", json_str(k)))
+                .collect();
             println!(
                 "{{\"file\":{},\"opset\":{},\"ir_version\":{},\"producer\":{},\"inputs\":{},\"outputs\":{},\"ops\":{{{}}},\"parameters\":{}}}",
                 json_str(&path.display().to_string()),
@@ -178,7 +234,17 @@ mod imp {
             );
             return Ok(());
         }
-        println!("{}: ONNX model, opset {}, IR version {}, from {}", path.display(), model.opset(), model.ir_version, if model.producer.is_empty() { "?" } else { &model.producer });
+        println!(
+            "{}: ONNX model, opset {}, IR version {}, from {}",
+            path.display(),
+            model.opset(),
+            model.ir_version,
+            if model.producer.is_empty() {
+                "?"
+            } else {
+                &model.producer
+            }
+        );
         println!("inputs:");
         for i in &ins {
             println!("  {}", io_line(i));
@@ -215,7 +281,11 @@ mod imp {
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().to_string();
-                let k = name.strip_prefix(prefix)?.trim_end_matches(".pb").parse().ok()?;
+                let k = name
+                    .strip_prefix(prefix)?
+                    .trim_end_matches(".pb")
+                    .parse()
+                    .ok()?;
                 Some((k, e.path()))
             })
             .collect();
@@ -225,10 +295,18 @@ mod imp {
 
     fn compare(name: &str, got: &Value, want: &Value, rtol: f64, atol: f64) -> Result<(), String> {
         if got.elem != want.elem {
-            return Err(format!("{name}: type {} (expected {})", elem_name(got.elem), elem_name(want.elem)));
+            return Err(format!(
+                "{name}: type {} (expected {})",
+                elem_name(got.elem),
+                elem_name(want.elem)
+            ));
         }
         if got.dims() != want.dims() {
-            return Err(format!("{name}: shape {:?} (expected {:?})", got.dims(), want.dims()));
+            return Err(format!(
+                "{name}: shape {:?} (expected {:?})",
+                got.dims(),
+                want.dims()
+            ));
         }
         let g = got.narrowed().map_err(|e| e.to_string())?.to_f64_vec();
         let w = want.tensor.to_f64_vec();
@@ -250,7 +328,10 @@ mod imp {
         let (rtol, atol) = std::fs::read_to_string(dir.join("meta.txt"))
             .ok()
             .and_then(|s| {
-                let v: Vec<f64> = s.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                let v: Vec<f64> = s
+                    .split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect();
                 (v.len() == 2).then(|| (v[0], v[1]))
             })
             .unwrap_or((1e-3, 1e-7));
@@ -288,7 +369,9 @@ mod imp {
                     Err(e) => return Outcome::Unsupported(e),
                 };
                 let name = outs_declared.get(k).map(|o| o.name.as_str()).unwrap_or("?");
-                let Some((_, g)) = got.get(k) else { return Outcome::Fail(format!("output {k} missing")) };
+                let Some((_, g)) = got.get(k) else {
+                    return Outcome::Fail(format!("output {k} missing"));
+                };
                 if let Err(e) = compare(name, g, &want, rtol, atol) {
                     return Outcome::Fail(e);
                 }
@@ -300,16 +383,29 @@ mod imp {
     /// Whether a case is in the scored set: default domain, tensor types only (no
     /// `ai.onnx.ml`, training ops, strings, sequences, maps or optionals).
     fn scored(dir: &Path) -> bool {
-        let Ok(bytes) = std::fs::read(dir.join("model.onnx")) else { return false };
+        let Ok(bytes) = std::fs::read(dir.join("model.onnx")) else {
+            return false;
+        };
         use prost::Message;
-        let Ok(m) = might::onnx::proto::ModelProto::decode(bytes.as_slice()) else { return false };
+        let Ok(m) = might::onnx::proto::ModelProto::decode(bytes.as_slice()) else {
+            return false;
+        };
         let Some(g) = m.graph else { return false };
-        if g.node.iter().any(|n| matches!(n.domain.as_deref(), Some("ai.onnx.ml") | Some("ai.onnx.preview.training"))) {
+        if g.node.iter().any(|n| {
+            matches!(
+                n.domain.as_deref(),
+                Some("ai.onnx.ml") | Some("ai.onnx.preview.training")
+            )
+        }) {
             return false;
         }
-        g.input.iter().chain(&g.output).all(|v| match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
-            Some(might::onnx::proto::type_proto::Value::TensorType(t)) => t.elem_type != Some(might::onnx::elem::STRING),
-            _ => false,
+        g.input.iter().chain(&g.output).all(|v| {
+            match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+                Some(might::onnx::proto::type_proto::Value::TensorType(t)) => {
+                    t.elem_type != Some(might::onnx::elem::STRING)
+                }
+                _ => false,
+            }
         })
     }
 
@@ -319,7 +415,11 @@ mod imp {
             if d.join("model.onnx").is_file() {
                 cases.push(d.clone());
             } else if let Ok(rd) = std::fs::read_dir(d) {
-                let mut v: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.join("model.onnx").is_file()).collect();
+                let mut v: Vec<PathBuf> = rd
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.join("model.onnx").is_file())
+                    .collect();
                 v.sort();
                 cases.extend(v);
             }
@@ -342,10 +442,17 @@ mod imp {
         };
         let cases: Vec<PathBuf> = collect(&args.dirs)
             .into_iter()
-            .filter(|c| args.filter.as_ref().is_none_or(|f| c.file_name().is_some_and(|n| n.to_string_lossy().contains(f.as_str()))))
+            .filter(|c| {
+                args.filter.as_ref().is_none_or(|f| {
+                    c.file_name()
+                        .is_some_and(|n| n.to_string_lossy().contains(f.as_str()))
+                })
+            })
             .collect();
         if cases.is_empty() {
-            return Err(CliError("no test cases (folders with a model.onnx) found".into()));
+            return Err(CliError(
+                "no test cases (folders with a model.onnx) found".into(),
+            ));
         }
         let (mut all, mut sc) = ([0usize; 3], [0usize; 3]);
         let mut new_failures = Vec::new();
@@ -353,9 +460,16 @@ mod imp {
         let prev_hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         for case in &cases {
-            let name = case.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let name = case
+                .file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default();
             let outcome = std::panic::catch_unwind(|| run_case(case, device)).unwrap_or_else(|p| {
-                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
                 Outcome::Fail(format!("panic: {msg}"))
             });
             let k = match &outcome {
@@ -391,7 +505,10 @@ mod imp {
         }
         std::panic::set_hook(prev_hook);
         let n: usize = all.iter().sum();
-        println!("onnx node tests: {} passed, {} failed, {} unsupported of {n}", all[0], all[1], all[2]);
+        println!(
+            "onnx node tests: {} passed, {} failed, {} unsupported of {n}",
+            all[0], all[1], all[2]
+        );
         let ns: usize = sc.iter().sum();
         if ns > 0 {
             println!(
@@ -403,10 +520,23 @@ mod imp {
             );
         }
         if !now_passing.is_empty() {
-            println!("now passing, drop from the expected failures: {}", now_passing.join(" "));
+            println!(
+                "now passing, drop from the expected failures: {}",
+                now_passing.join(" ")
+            );
+        }
+        if expected.is_none() && all[0] < n {
+            return Err(CliError(format!(
+                "{} of {n} case(s) did not pass",
+                n - all[0]
+            )));
         }
         if !new_failures.is_empty() {
-            return Err(CliError(format!("{} case(s) not in the expected failures did not pass: {}", new_failures.len(), new_failures.join(" "))));
+            return Err(CliError(format!(
+                "{} case(s) not in the expected failures did not pass: {}",
+                new_failures.len(),
+                new_failures.join(" ")
+            )));
         }
         Ok(())
     }
@@ -417,7 +547,9 @@ pub use imp::{inspect, onnx_test, run};
 
 #[cfg(not(feature = "onnx"))]
 fn needs_feature() -> Res<()> {
-    Err(CliError("this might was built without ONNX support (cargo build --features onnx)".into()))
+    Err(CliError(
+        "this might was built without ONNX support (cargo build --features onnx)".into(),
+    ))
 }
 
 #[cfg(not(feature = "onnx"))]

@@ -25,7 +25,11 @@ fn onnx_backend_node_tests_pass_except_the_listed_ones() {
     let ok = matches!(&gen, Ok(o) if o.status.success());
     if !ok {
         let why = match &gen {
-            Ok(o) => String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").to_string(),
+            Ok(o) => String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+                .to_string(),
             Err(e) => e.to_string(),
         };
         assert!(
@@ -47,9 +51,16 @@ fn onnx_backend_node_tests_pass_except_the_listed_ones() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     let summary: Vec<&str> = stdout
         .lines()
-        .filter(|l| l.starts_with("onnx node tests:") || l.starts_with("scored set") || l.starts_with("now passing"))
+        .filter(|l| {
+            l.starts_with("onnx node tests:")
+                || l.starts_with("scored set")
+                || l.starts_with("now passing")
+        })
         .collect();
     println!("{}", summary.join("\n"));
     assert!(o.status.success(), "{stdout}\n{stderr}");
-    assert!(summary.iter().any(|l| l.starts_with("onnx node tests: ")), "{stdout}");
+    assert!(
+        summary.iter().any(|l| l.starts_with("onnx node tests: ")),
+        "{stdout}"
+    );
 }

@@ -25,6 +25,7 @@ device_tests!(
     conv_argument_errors,
     conv2d_relu_matches_conv2d_then_relu,
     gradcheck_conv2d_relu,
+    depthwise_conv2d_matches_per_channel_convs,
 );
 
 fn t(dev: Device, v: &[f32], s: &[usize]) -> Tensor {
@@ -804,6 +805,56 @@ fn sequential_fuses_conv_and_relu() -> Result<()> {
         &w.grad().unwrap().to_f64_vec(),
         1e-5,
         "weight grad",
+    );
+    Ok(())
+}
+
+/// Depthwise convolutions (groups = channels = outputs) have their own CPU kernel: each
+/// channel must equal a plain convolution of that channel alone, for strides, padding,
+/// dilation and kernels wider than the padding; and the gradients must check.
+fn depthwise_conv2d_matches_per_channel_convs(dev: Device) -> Result<()> {
+    for (k, stride, padding, dilation, relu) in [
+        (3, [1, 1], [1, 1], [1, 1], false),
+        (3, [2, 2], [1, 1], [1, 1], true),
+        (5, [2, 1], [2, 0], [1, 1], false),
+        (3, [1, 2], [2, 1], [2, 1], false),
+    ] {
+        let x = randn(dev, &[2, 5, 9, 8]);
+        let w = randn(dev, &[5, 1, k, k]);
+        let b = randn(dev, &[5]);
+        let y = if relu {
+            x.conv2d_relu(&w, Some(&b), stride, padding, dilation, 5)?
+        } else {
+            x.conv2d(&w, Some(&b), stride, padding, dilation, 5)?
+        };
+        for c in 0..5 {
+            let yc = x.narrow(1, c, 1)?.conv2d(
+                &w.narrow(0, c, 1)?,
+                Some(&b.narrow(0, c, 1)?),
+                stride,
+                padding,
+                dilation,
+                1,
+            )?;
+            let yc = if relu { yc.relu()? } else { yc };
+            let got = y.narrow(1, c, 1)?.contiguous()?.to_vec::<f64>()?;
+            for (a, e) in got.iter().zip(yc.to_vec::<f64>()?) {
+                assert!(
+                    (a - e).abs() < 1e-12,
+                    "k{k} {stride:?} {padding:?} {dilation:?}: {a} vs {e}"
+                );
+            }
+        }
+    }
+    check_conv2d(
+        dev,
+        &[2, 4, 7, 6],
+        &[4, 1, 3, 3],
+        true,
+        [2, 2],
+        [1, 1],
+        [1, 1],
+        4,
     );
     Ok(())
 }

@@ -117,7 +117,7 @@ fn elementwise_ops_match_the_cpu() -> Result<()> {
     manual_seed(1);
     let (a, p) = (randn(&[3, 5]), pos(&[3, 5]));
     type F = fn(&Tensor) -> Result<Tensor>;
-    let unary: [(&str, F, &Tensor); 24] = [
+    let unary: [(&str, F, &Tensor); 26] = [
         ("neg", |x| x.neg(), &a),
         ("abs", |x| x.abs(), &a),
         ("exp", |x| x.exp(), &a),
@@ -134,6 +134,8 @@ fn elementwise_ops_match_the_cpu() -> Result<()> {
         ("gelu_tanh", |x| x.gelu_tanh(), &a),
         ("silu", |x| x.silu(), &a),
         ("softplus", |x| x.softplus(), &a),
+        ("erf", |x| x.erf(), &a),
+        ("tan", |x| x.mul_scalar(0.4)?.tan(), &a),
         ("square", |x| x.square(), &a),
         ("sign", |x| x.sign(), &a),
         ("floor", |x| x.mul_scalar(3.0)?.floor(), &a),

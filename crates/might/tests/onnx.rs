@@ -118,20 +118,32 @@ fn model(
 }
 
 fn seq(n: usize, scale: f32) -> Vec<f32> {
-    (0..n).map(|i| ((i * 7 % 13) as f32 - 6.0) * scale).collect()
+    (0..n)
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) * scale)
+        .collect()
 }
 
 /// A small CNN classifier, as torch.onnx.export writes one: Conv (+bias) -> Relu ->
 /// MaxPool -> Flatten -> Gemm (transB) -> Softmax; against the same model in might ops.
 #[test]
 fn a_small_cnn_matches_the_same_model_written_with_might_ops() -> might::Result<()> {
-    let (w, b) = (seq(4 * 1 * 3 * 3, 0.1), seq(4, 0.05));
+    let (w, b) = (seq(36, 0.1), seq(4, 0.05));
     let (fw, fb) = (seq(10 * 4 * 3 * 3, 0.02), seq(10, 0.01));
     let bytes = model(
         vec![
-            node("Conv", &["x", "w", "b"], &["c"], vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])]),
+            node(
+                "Conv",
+                &["x", "w", "b"],
+                &["c"],
+                vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
+            ),
             node("Relu", &["c"], &["r"], vec![]),
-            node("MaxPool", &["r"], &["p"], vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])]),
+            node(
+                "MaxPool",
+                &["r"],
+                &["p"],
+                vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])],
+            ),
             node("Flatten", &["p"], &["f"], vec![int("axis", 1)]),
             node("Gemm", &["f", "fw", "fb"], &["l"], vec![int("transB", 1)]),
             node("Softmax", &["l"], &["y"], vec![int("axis", -1)]),
@@ -156,10 +168,16 @@ fn a_small_cnn_matches_the_same_model_written_with_might_ops() -> might::Result<
 
     let wt = Tensor::from_vec(w, [4, 1, 3, 3])?;
     let bt = Tensor::from_vec(b, [4])?;
-    let h = x.conv2d(&wt, Some(&bt), [1, 1], [1, 1], [1, 1], 1)?.relu()?.max_pool2d([2, 2], [2, 2], [0, 0])?;
+    let h = x
+        .conv2d(&wt, Some(&bt), [1, 1], [1, 1], [1, 1], 1)?
+        .relu()?
+        .max_pool2d([2, 2], [2, 2], [0, 0])?;
     let h = h.reshape([2, 36])?;
     let fwt = Tensor::from_vec(fw, [10, 36])?;
-    let want = h.matmul(&fwt.t()?)?.add(&Tensor::from_vec(fb, [10])?)?.softmax(-1)?;
+    let want = h
+        .matmul(&fwt.t()?)?
+        .add(&Tensor::from_vec(fb, [10])?)?
+        .softmax(-1)?;
     let (g, w) = (y.to_vec::<f32>()?, want.to_vec::<f32>()?);
     for (a, b) in g.iter().zip(&w) {
         assert!((a - b).abs() < 1e-6, "{a} vs {b}");
@@ -173,15 +191,29 @@ fn a_small_cnn_matches_the_same_model_written_with_might_ops() -> might::Result<
 /// Hand-computed values for a few operators with fiddly semantics.
 #[test]
 fn operators_give_hand_computed_values() -> might::Result<()> {
-    let one = |n: NodeProto, ins: Vec<ValueInfoProto>, inits: Vec<TensorProto>, feeds: Vec<(&str, Tensor)>| -> might::Result<Tensor> {
+    let one = |n: NodeProto,
+               ins: Vec<ValueInfoProto>,
+               inits: Vec<TensorProto>,
+               feeds: Vec<(&str, Tensor)>|
+     -> might::Result<Tensor> {
         let out = n.output[0].clone();
-        let m = Model::from_bytes(&model(vec![n], ins, vec![info(&out, elem::FLOAT, &[])], inits))?;
+        let m = Model::from_bytes(&model(
+            vec![n],
+            ins,
+            vec![info(&out, elem::FLOAT, &[])],
+            inits,
+        ))?;
         Ok(m.run(&feeds)?.remove(0).1)
     };
     let x = Tensor::from_vec(vec![1f32, 2., 3., 4.], [1, 4])?;
     // reflect padding: [3, 2 | 1 2 3 4 | 3]
     let y = one(
-        node("Pad", &["x", "pads"], &["y"], vec![string("mode", "reflect")]),
+        node(
+            "Pad",
+            &["x", "pads"],
+            &["y"],
+            vec![string("mode", "reflect")],
+        ),
         vec![info("x", elem::FLOAT, &[1, 4])],
         vec![int64s("pads", &[0, 2, 0, 1])],
         vec![("x", x.clone())],
@@ -199,7 +231,15 @@ fn operators_give_hand_computed_values() -> might::Result<()> {
     assert_eq!(out[1].1.to_vec::<i64>()?, vec![1, 3]);
     // nearest resize x2 (asymmetric, floor): each element twice
     let y = one(
-        node("Resize", &["x", "", "scales"], &["y"], vec![string("coordinate_transformation_mode", "asymmetric"), string("nearest_mode", "floor")]),
+        node(
+            "Resize",
+            &["x", "", "scales"],
+            &["y"],
+            vec![
+                string("coordinate_transformation_mode", "asymmetric"),
+                string("nearest_mode", "floor"),
+            ],
+        ),
         vec![info("x", elem::FLOAT, &[1, 4])],
         vec![floats("scales", &[2], &[1.0, 2.0])],
         vec![("x", x.clone())],
@@ -207,15 +247,31 @@ fn operators_give_hand_computed_values() -> might::Result<()> {
     assert_eq!(y.to_vec::<f32>()?, vec![1., 1., 2., 2., 3., 3., 4., 4.]);
     // einsum as a matrix product: [1,4] x [4,1]
     let y = one(
-        node("Einsum", &["x", "z"], &["y"], vec![string("equation", "ij,jk->ik")]),
-        vec![info("x", elem::FLOAT, &[1, 4]), info("z", elem::FLOAT, &[4, 1])],
+        node(
+            "Einsum",
+            &["x", "z"],
+            &["y"],
+            vec![string("equation", "ij,jk->ik")],
+        ),
+        vec![
+            info("x", elem::FLOAT, &[1, 4]),
+            info("z", elem::FLOAT, &[4, 1]),
+        ],
         vec![],
-        vec![("x", x.clone()), ("z", Tensor::from_vec(vec![1f32, 1., 1., 1.], [4, 1])?)],
+        vec![
+            ("x", x.clone()),
+            ("z", Tensor::from_vec(vec![1f32, 1., 1., 1.], [4, 1])?),
+        ],
     )?;
     assert_eq!(y.to_vec::<f32>()?, vec![10.]);
     // cumulative sum, exclusive and reversed: [9, 7, 4, 0]
     let y = one(
-        node("CumSum", &["x", "axis"], &["y"], vec![int("exclusive", 1), int("reverse", 1)]),
+        node(
+            "CumSum",
+            &["x", "axis"],
+            &["y"],
+            vec![int("exclusive", 1), int("reverse", 1)],
+        ),
         vec![info("x", elem::FLOAT, &[1, 4])],
         vec![int64s("axis", &[1])],
         vec![("x", x)],
@@ -258,14 +314,22 @@ fn every_unsupported_operator_is_named_at_once_before_running() {
         vec![info("y", elem::FLOAT, &[1])],
         vec![],
     );
-    let e = Model::from_bytes(&bytes).err().expect("unsupported ops are refused");
+    let e = Model::from_bytes(&bytes)
+        .err()
+        .expect("unsupported ops are refused");
     assert_eq!(e.kind, ErrorKind::Unsupported);
-    assert!(e.msg.contains("unsupported operators: BarOp (x2), FooOp"), "{}", e.msg);
+    assert!(
+        e.msg.contains("unsupported operators: BarOp (x2), FooOp"),
+        "{}",
+        e.msg
+    );
 }
 
 #[test]
 fn malformed_files_and_tensors_are_refused_with_a_message() {
-    let e = Model::from_bytes(b"\x0a\xff\xff\xff\xff\x0fnot a model").err().unwrap();
+    let e = Model::from_bytes(b"\x0a\xff\xff\xff\xff\x0fnot a model")
+        .err()
+        .unwrap();
     assert_eq!(e.kind, ErrorKind::Format);
     // raw data shorter than the dims promise: refused before anything is sized
     let bad = TensorProto {
@@ -275,7 +339,12 @@ fn malformed_files_and_tensors_are_refused_with_a_message() {
         raw_data: Some(vec![0; 16]),
         ..Default::default()
     };
-    let bytes = model(vec![node("Relu", &["w"], &["y"], vec![])], vec![], vec![info("y", elem::FLOAT, &[])], vec![bad]);
+    let bytes = model(
+        vec![node("Relu", &["w"], &["y"], vec![])],
+        vec![],
+        vec![info("y", elem::FLOAT, &[])],
+        vec![bad],
+    );
     let e = Model::from_bytes(&bytes).err().unwrap();
     assert!(e.msg.contains("tensor 'w'"), "{}", e.msg);
     // an opset from the future
@@ -288,7 +357,10 @@ fn malformed_files_and_tensors_are_refused_with_a_message() {
 #[test]
 fn external_data_is_read_beside_the_model_and_may_not_leave_its_folder() -> might::Result<()> {
     let dir = tempfile::tempdir().unwrap();
-    let data: Vec<u8> = [0f32, 0., 1.5, -2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let data: Vec<u8> = [0f32, 0., 1.5, -2.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     std::fs::write(dir.path().join("weights.bin"), &data).unwrap();
     let ext = |loc: &str| TensorProto {
         name: Some("w".into()),
@@ -297,12 +369,20 @@ fn external_data_is_read_beside_the_model_and_may_not_leave_its_folder() -> migh
         data_location: Some(DataLocation::External as i32),
         external_data: [("location", loc), ("offset", "8"), ("length", "8")]
             .iter()
-            .map(|(k, v)| StringStringEntryProto { key: Some(k.to_string()), value: Some(v.to_string()) })
+            .map(|(k, v)| StringStringEntryProto {
+                key: Some(k.to_string()),
+                value: Some(v.to_string()),
+            })
             .collect(),
         ..Default::default()
     };
     let write = |loc: &str| {
-        let bytes = model(vec![node("Relu", &["w"], &["y"], vec![])], vec![], vec![info("y", elem::FLOAT, &[2])], vec![ext(loc)]);
+        let bytes = model(
+            vec![node("Relu", &["w"], &["y"], vec![])],
+            vec![],
+            vec![info("y", elem::FLOAT, &[2])],
+            vec![ext(loc)],
+        );
         let p = dir.path().join("m.onnx");
         std::fs::write(&p, bytes).unwrap();
         p
@@ -324,13 +404,35 @@ fn inputs_are_checked_by_name_shape_and_type() -> might::Result<()> {
     ))?;
     let e = m.run(&[]).err().unwrap();
     assert!(e.msg.contains("missing input 'x'"), "{}", e.msg);
-    let e = m.run(&[("x", Tensor::zeros([2, 4], DType::F32)?)]).err().unwrap();
+    let e = m
+        .run(&[("x", Tensor::zeros([2, 4], DType::F32)?)])
+        .err()
+        .unwrap();
     assert!(e.msg.contains("input 'x' has shape [2, 4]"), "{}", e.msg);
-    let e = m.run(&[("x", Tensor::zeros([2, 3], DType::F64)?)]).err().unwrap();
-    assert!(e.msg.contains("input 'x' is float64, the model declares float"), "{}", e.msg);
-    let e = m.run(&[("x", Tensor::zeros([2, 3], DType::F32)?), ("z", Tensor::zeros([1], DType::F32)?)]).err().unwrap();
+    let e = m
+        .run(&[("x", Tensor::zeros([2, 3], DType::F64)?)])
+        .err()
+        .unwrap();
+    assert!(
+        e.msg
+            .contains("input 'x' is float64, the model declares float"),
+        "{}",
+        e.msg
+    );
+    let e = m
+        .run(&[
+            ("x", Tensor::zeros([2, 3], DType::F32)?),
+            ("z", Tensor::zeros([1], DType::F32)?),
+        ])
+        .err()
+        .unwrap();
     assert!(e.msg.contains("unknown input 'z'"), "{}", e.msg);
-    assert_eq!(m.run(&[("x", Tensor::zeros([5, 3], DType::F32)?)])?[0].1.dims(), &[5, 3]);
+    assert_eq!(
+        m.run(&[("x", Tensor::zeros([5, 3], DType::F32)?)])?[0]
+            .1
+            .dims(),
+        &[5, 3]
+    );
     Ok(())
 }
 
@@ -342,19 +444,34 @@ fn constant_subgraphs_are_folded_at_load() -> might::Result<()> {
             node("Shape", &["w"], &["s"], vec![]),
             node("Gather", &["s", "zero"], &["n"], vec![int("axis", 0)]),
             node("Unsqueeze", &["n", "zero1"], &["n1"], vec![]),
-            node("Concat", &["n1", "minus1"], &["shape"], vec![int("axis", 0)]),
+            node(
+                "Concat",
+                &["n1", "minus1"],
+                &["shape"],
+                vec![int("axis", 0)],
+            ),
             node("Reshape", &["x", "shape"], &["y"], vec![]),
         ],
         vec![info("x", elem::FLOAT, &[6])],
         vec![info("y", elem::FLOAT, &[2, 3])],
         vec![
             floats("w", &[2, 5], &[0.0; 10]),
-            TensorProto { name: Some("zero".into()), dims: vec![], data_type: Some(elem::INT64), int64_data: vec![0], ..Default::default() },
+            TensorProto {
+                name: Some("zero".into()),
+                dims: vec![],
+                data_type: Some(elem::INT64),
+                int64_data: vec![0],
+                ..Default::default()
+            },
             int64s("zero1", &[0]),
             int64s("minus1", &[-1]),
         ],
     ))?;
-    assert_eq!(m.node_count(), 1, "only the Reshape of the input is left to run");
+    assert_eq!(
+        m.node_count(),
+        1,
+        "only the Reshape of the input is left to run"
+    );
     let y = m.run(&[("x", Tensor::from_vec(vec![1f32, 2., 3., 4., 5., 6.], [6])?)])?;
     assert_eq!(y[0].1.dims(), &[2, 3]);
     Ok(())

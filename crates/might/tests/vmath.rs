@@ -43,7 +43,7 @@ fn same_bits(a: &Tensor, b: &Tensor, what: &str) -> Result<()> {
 
 type Op = fn(&Tensor) -> Result<Tensor>;
 
-const OPS: [(&str, Op); 7] = [
+const OPS: [(&str, Op); 8] = [
     ("exp", |t| t.exp()),
     ("sigmoid", |t| t.sigmoid()),
     ("tanh", |t| t.tanh()),
@@ -51,6 +51,7 @@ const OPS: [(&str, Op); 7] = [
     ("gelu_tanh", |t| t.gelu_tanh()),
     ("silu", |t| t.silu()),
     ("softplus", |t| t.softplus()),
+    ("erf", |t| t.erf()),
 ];
 
 #[test]

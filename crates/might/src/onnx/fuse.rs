@@ -53,7 +53,10 @@ impl<'a> Graph<'a> {
         if n.input.len() != 2 {
             return None;
         }
-        let close = |s: &str| self.scalar(s).is_some_and(|v| (v - want).abs() <= 1e-4 * want.abs().max(1.0));
+        let close = |s: &str| {
+            self.scalar(s)
+                .is_some_and(|v| (v - want).abs() <= 1e-4 * want.abs().max(1.0))
+        };
         if close(&n.input[1]) {
             Some(n.input[0].as_str())
         } else if close(&n.input[0]) && self.op(i) != "Div" && self.op(i) != "Sub" {
@@ -64,7 +67,11 @@ impl<'a> Graph<'a> {
     }
 
     fn out(&self, i: usize) -> &'a str {
-        self.nodes[i].output.first().map(String::as_str).unwrap_or("")
+        self.nodes[i]
+            .output
+            .first()
+            .map(String::as_str)
+            .unwrap_or("")
     }
 
     /// `Mul(a, b)` with `x` as one factor: the other factor.
@@ -175,7 +182,12 @@ fn gelu_tanh(g: &Graph, tanh: usize) -> Option<(Vec<usize>, usize, String, Strin
         return None;
     }
     g.sole_user(half_x)?;
-    Some((vec![pow, cubic, add_x, m_k, tanh, add1, hx], last, x.to_string(), g.out(last).to_string()))
+    Some((
+        vec![pow, cubic, add_x, m_k, tanh, add1, hx],
+        last,
+        x.to_string(),
+        g.out(last).to_string(),
+    ))
 }
 
 /// Apply the rewrites to `graph` (in place); returns how many chains were fused.
@@ -193,8 +205,18 @@ pub(crate) fn fuse(graph: &mut GraphProto, init: &HashMap<String, Value>) -> usi
                 producer.insert(v.as_str(), i);
             }
         }
-        let outputs = graph.output.iter().filter_map(|o| o.name.as_deref()).collect();
-        let g = Graph { nodes, init, users, producer, outputs };
+        let outputs = graph
+            .output
+            .iter()
+            .filter_map(|o| o.name.as_deref())
+            .collect();
+        let g = Graph {
+            nodes,
+            init,
+            users,
+            producer,
+            outputs,
+        };
         let mut taken = vec![false; nodes.len()];
         for i in 0..nodes.len() {
             let found = match g.op(i) {

@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// operators also follow the older and newer semantics the ONNX test suite exercises).
 pub const OPSETS: std::ops::RangeInclusive<i64> = 1..=28;
 
+/// Graph outputs by name, in the graph's order.
+pub type Outputs = Vec<(String, Value)>;
+
 /// A graph input or output as the model declares it.
 #[derive(Clone, Debug)]
 pub struct IoInfo {
@@ -52,8 +55,12 @@ fn io_info(v: &ValueInfoProto) -> IoInfo {
                     s.dim
                         .iter()
                         .map(|d| match &d.value {
-                            Some(super::proto::tensor_shape_proto::dimension::Value::DimValue(v)) => v.to_string(),
-                            Some(super::proto::tensor_shape_proto::dimension::Value::DimParam(p)) => p.clone(),
+                            Some(super::proto::tensor_shape_proto::dimension::Value::DimValue(
+                                v,
+                            )) => v.to_string(),
+                            Some(super::proto::tensor_shape_proto::dimension::Value::DimParam(
+                                p,
+                            )) => p.clone(),
                             None => "?".into(),
                         })
                         .collect()
@@ -78,7 +85,8 @@ impl Model {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| bad(format!("{}: {e}", path.display())))?;
         let dir: PathBuf = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Model::parse(&bytes, Some(&dir)).map_err(|e| Error::new(e.kind, e.op, format!("{}: {}", path.display(), e.msg)))
+        Model::parse(&bytes, Some(&dir))
+            .map_err(|e| Error::new(e.kind, e.op, format!("{}: {}", path.display(), e.msg)))
     }
 
     /// Load a model held in memory (no external data).
@@ -88,7 +96,8 @@ impl Model {
     }
 
     fn parse(bytes: &[u8], dir: Option<&Path>) -> Result<Model> {
-        let proto = ModelProto::decode(bytes).map_err(|e| bad(format!("not an ONNX model: {e}")))?;
+        let proto =
+            ModelProto::decode(bytes).map_err(|e| bad(format!("not an ONNX model: {e}")))?;
         let graph = proto.graph.ok_or_else(|| bad("the model has no graph"))?;
         let mut opset = None;
         let mut other = Vec::new();
@@ -100,7 +109,11 @@ impl Model {
         }
         let opset = opset.unwrap_or(1);
         if !OPSETS.contains(&opset) {
-            return Err(bad(format!("opset {opset} of the default domain is not supported ({}..={})", OPSETS.start(), OPSETS.end())));
+            return Err(bad(format!(
+                "opset {opset} of the default domain is not supported ({}..={})",
+                OPSETS.start(),
+                OPSETS.end()
+            )));
         }
         // every unsupported op, all at once, before anything runs
         let mut missing = BTreeMap::new();
@@ -108,28 +121,63 @@ impl Model {
         for n in &graph.node {
             let op = n.op_type.clone().unwrap_or_default();
             let dom = n.domain.clone().unwrap_or_default();
-            let f = if dom.is_empty() || dom == "ai.onnx" { lookup(&op) } else { None };
+            let f = if dom.is_empty() || dom == "ai.onnx" {
+                lookup(&op)
+            } else {
+                None
+            };
             match f {
                 Some(f) => ops.push(f),
                 None => {
-                    let key = if dom.is_empty() || dom == "ai.onnx" { op } else { format!("{dom}.{op}") };
+                    let key = if dom.is_empty() || dom == "ai.onnx" {
+                        op
+                    } else {
+                        format!("{dom}.{op}")
+                    };
                     *missing.entry(key).or_insert(0usize) += 1;
                 }
             }
         }
         if !missing.is_empty() {
-            let list: Vec<String> = missing.iter().map(|(k, v)| if *v > 1 { format!("{k} (x{v})") } else { k.clone() }).collect();
-            return Err(Error::new(crate::ErrorKind::Unsupported, "onnx", format!("unsupported operators: {}", list.join(", "))));
+            let list: Vec<String> = missing
+                .iter()
+                .map(|(k, v)| {
+                    if *v > 1 {
+                        format!("{k} (x{v})")
+                    } else {
+                        k.clone()
+                    }
+                })
+                .collect();
+            return Err(Error::new(
+                crate::ErrorKind::Unsupported,
+                "onnx",
+                format!("unsupported operators: {}", list.join(", ")),
+            ));
         }
         for v in graph.input.iter().chain(&graph.output) {
-            if let Some(type_proto::Value::TensorType(t)) = v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            if let Some(type_proto::Value::TensorType(t)) =
+                v.r#type.as_ref().and_then(|t| t.value.as_ref())
+            {
                 let e = t.elem_type.unwrap_or(0);
                 if dtype_of(e).is_none() {
-                    return Err(Error::new(crate::ErrorKind::Unsupported, "onnx", format!("'{}': element type {} is not supported", v.name.as_deref().unwrap_or(""), elem_name(e))));
+                    return Err(Error::new(
+                        crate::ErrorKind::Unsupported,
+                        "onnx",
+                        format!(
+                            "'{}': element type {} is not supported",
+                            v.name.as_deref().unwrap_or(""),
+                            elem_name(e)
+                        ),
+                    ));
                 }
             } else if v.r#type.is_some() {
                 let i = io_info(v);
-                return Err(Error::new(crate::ErrorKind::Unsupported, "onnx", format!("'{}': {} values are not supported", i.name, i.elem)));
+                return Err(Error::new(
+                    crate::ErrorKind::Unsupported,
+                    "onnx",
+                    format!("'{}': {} values are not supported", i.name, i.elem),
+                ));
             }
         }
         let dd = DataDir(dir);
@@ -138,7 +186,11 @@ impl Model {
             init.insert(t.name.clone().unwrap_or_default(), decode(t, &dd)?);
         }
         if !graph.sparse_initializer.is_empty() {
-            return Err(Error::new(crate::ErrorKind::Unsupported, "onnx", "sparse initializers are not supported"));
+            return Err(Error::new(
+                crate::ErrorKind::Unsupported,
+                "onnx",
+                "sparse initializers are not supported",
+            ));
         }
         let mut m = Model {
             graph,
@@ -169,16 +221,38 @@ impl Model {
     /// Run every node whose inputs are all initializers once, at load time, and keep its
     /// outputs as initializers (shape arithmetic, weight transposes, `Constant` nodes).
     fn fold_constants(&mut self) {
-        let graph_inputs: HashSet<String> = self.graph.input.iter().filter_map(|v| v.name.clone()).collect();
+        let graph_inputs: HashSet<String> = self
+            .graph
+            .input
+            .iter()
+            .filter_map(|v| v.name.clone())
+            .collect();
         let nodes = std::mem::take(&mut self.graph.node);
         let ops = std::mem::take(&mut self.ops);
         for (node, op_fn) in nodes.into_iter().zip(ops) {
             let op = node.op_type.as_deref().unwrap_or("");
-            let foldable = !matches!(op, "RandomNormal" | "RandomUniform" | "RandomNormalLike" | "RandomUniformLike" | "Multinomial" | "Bernoulli")
-                && node.input.iter().all(|n| n.is_empty() || (self.init.contains_key(n) && !graph_inputs.contains(n)));
+            let foldable = !matches!(
+                op,
+                "RandomNormal"
+                    | "RandomUniform"
+                    | "RandomNormalLike"
+                    | "RandomUniformLike"
+                    | "Multinomial"
+                    | "Bernoulli"
+            ) && node
+                .input
+                .iter()
+                .all(|n| n.is_empty() || (self.init.contains_key(n) && !graph_inputs.contains(n)));
             if foldable {
-                let ins: Vec<Option<Value>> = node.input.iter().map(|n| self.init.get(n).cloned()).collect();
-                let nd = Node { proto: &node, opset: self.opset };
+                let ins: Vec<Option<Value>> = node
+                    .input
+                    .iter()
+                    .map(|n| self.init.get(n).cloned())
+                    .collect();
+                let nd = Node {
+                    proto: &node,
+                    opset: self.opset,
+                };
                 if let Ok(outs) = op_fn(&nd, &ins) {
                     for (name, mut v) in node.output.iter().zip(outs) {
                         if !name.is_empty() {
@@ -198,7 +272,12 @@ impl Model {
     }
 
     fn plan_frees(&mut self) {
-        let outputs: HashSet<&str> = self.graph.output.iter().filter_map(|v| v.name.as_deref()).collect();
+        let outputs: HashSet<&str> = self
+            .graph
+            .output
+            .iter()
+            .filter_map(|v| v.name.as_deref())
+            .collect();
         let mut last: HashMap<&str, usize> = HashMap::new();
         for (k, &i) in self.plan.iter().enumerate() {
             for n in &self.graph.node[i].input {
@@ -221,8 +300,18 @@ impl Model {
 
     /// Graph inputs the caller provides (initializers listed as inputs are left out).
     pub fn inputs(&self) -> Vec<IoInfo> {
-        let inits: HashSet<&str> = self.graph.initializer.iter().filter_map(|t| t.name.as_deref()).collect();
-        self.graph.input.iter().filter(|v| !inits.contains(v.name.as_deref().unwrap_or(""))).map(io_info).collect()
+        let inits: HashSet<&str> = self
+            .graph
+            .initializer
+            .iter()
+            .filter_map(|t| t.name.as_deref())
+            .collect();
+        self.graph
+            .input
+            .iter()
+            .filter(|v| !inits.contains(v.name.as_deref().unwrap_or("")))
+            .map(io_info)
+            .collect()
     }
 
     pub fn outputs(&self) -> Vec<IoInfo> {
@@ -240,7 +329,11 @@ impl Model {
 
     /// Number of elements across the model's initializers (its parameters).
     pub fn parameter_count(&self) -> usize {
-        self.graph.initializer.iter().map(|t| t.dims.iter().map(|&d| d.max(0) as usize).product::<usize>()).sum()
+        self.graph
+            .initializer
+            .iter()
+            .map(|t| t.dims.iter().map(|&d| d.max(0) as usize).product::<usize>())
+            .sum()
     }
 
     /// Nodes left to run after constant folding.
@@ -261,7 +354,10 @@ impl Model {
     /// integer outputs narrowed to their declared ONNX type.
     #[track_caller]
     pub fn run(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<(String, Tensor)>> {
-        let vals = inputs.iter().map(|(n, t)| (n.to_string(), Value::new(t.clone()))).collect();
+        let vals = inputs
+            .iter()
+            .map(|(n, t)| (n.to_string(), Value::new(t.clone())))
+            .collect();
         self.run_values(vals)?
             .into_iter()
             .map(|(n, v)| Ok((n, v.narrowed()?)))
@@ -275,30 +371,55 @@ impl Model {
 
     /// [`run_values`](Model::run_values) that also returns the milliseconds spent in each
     /// operator type (for `might run --profile`).
-    pub fn run_profiled(&self, inputs: HashMap<String, Value>) -> Result<(Vec<(String, Value)>, BTreeMap<String, f64>)> {
+    pub fn run_profiled(
+        &self,
+        inputs: HashMap<String, Value>,
+    ) -> Result<(Outputs, BTreeMap<String, f64>)> {
         let mut prof = BTreeMap::new();
         let out = self.run_inner(inputs, Some(&mut prof))?;
         Ok((out, prof))
     }
 
-    fn run_inner(&self, inputs: HashMap<String, Value>, mut prof: Option<&mut BTreeMap<String, f64>>) -> Result<Vec<(String, Value)>> {
+    fn run_inner(
+        &self,
+        inputs: HashMap<String, Value>,
+        mut prof: Option<&mut BTreeMap<String, f64>>,
+    ) -> Result<Vec<(String, Value)>> {
         let _guard = crate::no_grad();
         let declared = self.inputs();
         let mut env: HashMap<String, Value> = HashMap::new();
         for info in &declared {
             let v = inputs.get(&info.name).ok_or_else(|| {
                 let names: Vec<&str> = declared.iter().map(|i| i.name.as_str()).collect();
-                Error::invalid("onnx", format!("missing input '{}' (the model takes {})", info.name, names.join(", ")))
+                Error::invalid(
+                    "onnx",
+                    format!(
+                        "missing input '{}' (the model takes {})",
+                        info.name,
+                        names.join(", ")
+                    ),
+                )
             })?;
             check_dims(info, v)?;
             let elem = match dtype_of_name(&info.elem) {
                 Some((e, dt)) if dt == v.tensor.dtype() => e,
                 Some((e, _)) => {
-                    return Err(Error::dtype("onnx", format!("input '{}' is {}, the model declares {}", info.name, v.tensor.dtype(), elem_name(e))))
+                    return Err(Error::dtype(
+                        "onnx",
+                        format!(
+                            "input '{}' is {}, the model declares {}",
+                            info.name,
+                            v.tensor.dtype(),
+                            elem_name(e)
+                        ),
+                    ))
                 }
                 None => v.elem,
             };
-            env.insert(info.name.clone(), Value::typed(v.tensor.to_device(self.device)?, elem));
+            env.insert(
+                info.name.clone(),
+                Value::typed(v.tensor.to_device(self.device)?, elem),
+            );
         }
         for k in inputs.keys() {
             if !declared.iter().any(|i| &i.name == k) {
@@ -310,12 +431,29 @@ impl Model {
             let ins: Vec<Option<Value>> = node
                 .input
                 .iter()
-                .map(|n| if n.is_empty() { None } else { env.get(n).or_else(|| self.init.get(n)).cloned() })
+                .map(|n| {
+                    if n.is_empty() {
+                        None
+                    } else {
+                        env.get(n).or_else(|| self.init.get(n)).cloned()
+                    }
+                })
                 .collect();
-            if let Some(missing) = node.input.iter().zip(&ins).find(|(n, v)| !n.is_empty() && v.is_none()) {
-                return Err(self.node_err(node, format!("input '{}' is not produced by any earlier node", missing.0)));
+            if let Some(missing) = node
+                .input
+                .iter()
+                .zip(&ins)
+                .find(|(n, v)| !n.is_empty() && v.is_none())
+            {
+                return Err(self.node_err(
+                    node,
+                    format!("input '{}' is not produced by any earlier node", missing.0),
+                ));
             }
-            let nd = Node { proto: node, opset: self.opset };
+            let nd = Node {
+                proto: node,
+                opset: self.opset,
+            };
             let t0 = prof.is_some().then(std::time::Instant::now);
             let outs = (self.ops[i])(&nd, &ins).map_err(|e| self.node_err(node, e.to_string()))?;
             if let (Some(p), Some(t0)) = (prof.as_deref_mut(), t0) {
@@ -335,21 +473,40 @@ impl Model {
             .iter()
             .map(|o| {
                 let name = o.name.clone().unwrap_or_default();
-                let v = env.get(&name).or_else(|| self.init.get(&name)).cloned().ok_or_else(|| Error::invalid("onnx", format!("output '{name}' is never produced")))?;
+                let v = env
+                    .get(&name)
+                    .or_else(|| self.init.get(&name))
+                    .cloned()
+                    .ok_or_else(|| {
+                        Error::invalid("onnx", format!("output '{name}' is never produced"))
+                    })?;
                 Ok((name, v))
             })
             .collect()
     }
 
     fn node_err(&self, node: &NodeProto, msg: String) -> Error {
-        let name = node.name.as_deref().filter(|s| !s.is_empty()).map(|s| format!(" '{s}'")).unwrap_or_default();
-        Error::invalid("onnx", format!("node{name} ({}): {msg}", node.op_type.as_deref().unwrap_or("")))
+        let name = node
+            .name
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|s| format!(" '{s}'"))
+            .unwrap_or_default();
+        Error::invalid(
+            "onnx",
+            format!(
+                "node{name} ({}): {msg}",
+                node.op_type.as_deref().unwrap_or("")
+            ),
+        )
     }
 }
 
 /// The ONNX element type named `name` and the dtype it computes in.
 fn dtype_of_name(name: &str) -> Option<(i32, crate::DType)> {
-    (1..=16).find(|&e| elem_name(e) == name).and_then(|e| dtype_of(e).map(|d| (e, d)))
+    (1..=16)
+        .find(|&e| elem_name(e) == name)
+        .and_then(|e| dtype_of(e).map(|d| (e, d)))
 }
 
 fn check_dims(info: &IoInfo, v: &Value) -> Result<()> {
@@ -357,9 +514,21 @@ fn check_dims(info: &IoInfo, v: &Value) -> Result<()> {
         return Ok(());
     }
     let fixed: Vec<Option<usize>> = info.dims.iter().map(|d| d.parse().ok()).collect();
-    let ok = fixed.len() == v.dims().len() && fixed.iter().zip(v.dims()).all(|(f, &d)| f.is_none_or(|f| f == d));
+    let ok = fixed.len() == v.dims().len()
+        && fixed
+            .iter()
+            .zip(v.dims())
+            .all(|(f, &d)| f.is_none_or(|f| f == d));
     if !info.dims.is_empty() && !ok {
-        return Err(Error::shape("onnx", format!("input '{}' has shape {:?}, the model declares [{}]", info.name, v.dims(), info.dims.join(", "))));
+        return Err(Error::shape(
+            "onnx",
+            format!(
+                "input '{}' has shape {:?}, the model declares [{}]",
+                info.name,
+                v.dims(),
+                info.dims.join(", ")
+            ),
+        ));
     }
     Ok(())
 }

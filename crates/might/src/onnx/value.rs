@@ -63,7 +63,12 @@ pub fn dtype_of(e: i32) -> Option<DType> {
         elem::BFLOAT16 => DType::BF16,
         elem::UINT8 => DType::U8,
         elem::BOOL => DType::Bool,
-        elem::INT8 | elem::UINT16 | elem::INT16 | elem::INT32 | elem::INT64 | elem::UINT32
+        elem::INT8
+        | elem::UINT16
+        | elem::INT16
+        | elem::INT32
+        | elem::INT64
+        | elem::UINT32
         | elem::UINT64 => DType::I64,
         _ => return None,
     })
@@ -220,28 +225,54 @@ fn read_external(t: &TensorProto, dir: &DataDir, name: &str) -> Result<Vec<u8>> 
         let v = kv.value.as_deref().unwrap_or("");
         match kv.key.as_deref().unwrap_or("") {
             "location" => location = Some(v.to_string()),
-            "offset" => offset = v.parse().map_err(|_| bad(format!("tensor '{name}': bad offset '{v}'")))?,
-            "length" => length = Some(v.parse::<u64>().map_err(|_| bad(format!("tensor '{name}': bad length '{v}'")))?),
+            "offset" => {
+                offset = v
+                    .parse()
+                    .map_err(|_| bad(format!("tensor '{name}': bad offset '{v}'")))?
+            }
+            "length" => {
+                length = Some(
+                    v.parse::<u64>()
+                        .map_err(|_| bad(format!("tensor '{name}': bad length '{v}'")))?,
+                )
+            }
             _ => {}
         }
     }
-    let loc = location.ok_or_else(|| bad(format!("tensor '{name}': external data without a location")))?;
+    let loc = location
+        .ok_or_else(|| bad(format!("tensor '{name}': external data without a location")))?;
     let rel = Path::new(&loc);
     // the data must sit beside the model: no absolute paths, no `..`
-    if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-        return Err(bad(format!("tensor '{name}': external data location '{loc}' leaves the model's folder")));
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(bad(format!(
+            "tensor '{name}': external data location '{loc}' leaves the model's folder"
+        )));
     }
-    let base = dir.0.ok_or_else(|| bad(format!("tensor '{name}': external data '{loc}' but the model was not loaded from a file")))?;
+    let base = dir.0.ok_or_else(|| {
+        bad(format!(
+            "tensor '{name}': external data '{loc}' but the model was not loaded from a file"
+        ))
+    })?;
     let path = base.join(rel);
     use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(&path).map_err(|err| bad(format!("tensor '{name}': {}: {err}", path.display())))?;
+    let mut f = std::fs::File::open(&path)
+        .map_err(|err| bad(format!("tensor '{name}': {}: {err}", path.display())))?;
     let size = f.metadata()?.len();
     let len = length.unwrap_or(size.saturating_sub(offset));
     if offset.checked_add(len).is_none_or(|end| end > size) {
-        return Err(bad(format!("tensor '{name}': external data {}..+{len} beyond the {size} bytes of {}", offset, path.display())));
+        return Err(bad(format!(
+            "tensor '{name}': external data {}..+{len} beyond the {size} bytes of {}",
+            offset,
+            path.display()
+        )));
     }
     let mut buf = Vec::new();
-    buf.try_reserve_exact(len as usize).map_err(|_| bad(format!("tensor '{name}': cannot allocate {len} bytes")))?;
+    buf.try_reserve_exact(len as usize)
+        .map_err(|_| bad(format!("tensor '{name}': cannot allocate {len} bytes")))?;
     f.seek(SeekFrom::Start(offset))?;
     f.take(len).read_to_end(&mut buf)?;
     Ok(buf)
@@ -250,17 +281,27 @@ fn read_external(t: &TensorProto, dir: &DataDir, name: &str) -> Result<Vec<u8>> 
 fn from_raw(e: i32, raw: &[u8], shape: Vec<usize>) -> Result<Tensor> {
     macro_rules! le {
         ($t:ty, $n:expr) => {
-            raw.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap()))
+            raw.chunks_exact($n)
+                .map(|c| <$t>::from_le_bytes(c.try_into().unwrap()))
         };
     }
     match e {
         elem::FLOAT => Tensor::from_vec(le!(f32, 4).collect::<Vec<_>>(), shape),
         elem::DOUBLE => Tensor::from_vec(le!(f64, 8).collect::<Vec<_>>(), shape),
-        elem::FLOAT16 => Tensor::from_vec(le!(u16, 2).map(half::f16::from_bits).collect::<Vec<_>>(), shape),
-        elem::BFLOAT16 => Tensor::from_vec(le!(u16, 2).map(half::bf16::from_bits).collect::<Vec<_>>(), shape),
+        elem::FLOAT16 => Tensor::from_vec(
+            le!(u16, 2).map(half::f16::from_bits).collect::<Vec<_>>(),
+            shape,
+        ),
+        elem::BFLOAT16 => Tensor::from_vec(
+            le!(u16, 2).map(half::bf16::from_bits).collect::<Vec<_>>(),
+            shape,
+        ),
         elem::UINT8 => Tensor::from_vec(raw.to_vec(), shape),
         elem::BOOL => Tensor::from_vec(raw.iter().map(|&b| b != 0).collect::<Vec<_>>(), shape),
-        elem::INT8 => Tensor::from_vec(raw.iter().map(|&b| b as i8 as i64).collect::<Vec<_>>(), shape),
+        elem::INT8 => Tensor::from_vec(
+            raw.iter().map(|&b| b as i8 as i64).collect::<Vec<_>>(),
+            shape,
+        ),
         elem::INT16 => Tensor::from_vec(le!(i16, 2).map(i64::from).collect::<Vec<_>>(), shape),
         elem::UINT16 => Tensor::from_vec(le!(u16, 2).map(i64::from).collect::<Vec<_>>(), shape),
         elem::INT32 => Tensor::from_vec(le!(i32, 4).map(i64::from).collect::<Vec<_>>(), shape),
@@ -277,9 +318,22 @@ fn from_fields(e: i32, t: &TensorProto, shape: Vec<usize>) -> Result<Tensor> {
         elem::FLOAT => Tensor::from_vec(t.float_data.clone(), shape),
         elem::DOUBLE => Tensor::from_vec(t.double_data.clone(), shape),
         elem::INT64 => Tensor::from_vec(t.int64_data.clone(), shape),
-        elem::UINT32 | elem::UINT64 => Tensor::from_vec(t.uint64_data.iter().map(|&v| v as i64).collect::<Vec<_>>(), shape),
-        elem::FLOAT16 => Tensor::from_vec(i32s().map(|&v| half::f16::from_bits(v as u16)).collect::<Vec<_>>(), shape),
-        elem::BFLOAT16 => Tensor::from_vec(i32s().map(|&v| half::bf16::from_bits(v as u16)).collect::<Vec<_>>(), shape),
+        elem::UINT32 | elem::UINT64 => Tensor::from_vec(
+            t.uint64_data.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+            shape,
+        ),
+        elem::FLOAT16 => Tensor::from_vec(
+            i32s()
+                .map(|&v| half::f16::from_bits(v as u16))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        elem::BFLOAT16 => Tensor::from_vec(
+            i32s()
+                .map(|&v| half::bf16::from_bits(v as u16))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
         elem::UINT8 => Tensor::from_vec(i32s().map(|&v| v as u8).collect::<Vec<_>>(), shape),
         elem::BOOL => Tensor::from_vec(i32s().map(|&v| v != 0).collect::<Vec<_>>(), shape),
         _ => Tensor::from_vec(i32s().map(|&v| v as i64).collect::<Vec<_>>(), shape),
@@ -290,6 +344,11 @@ fn from_fields(e: i32, t: &TensorProto, shape: Vec<usize>) -> Result<Tensor> {
 pub fn ints(v: &Value) -> Result<Vec<i64>> {
     match v.tensor.dtype() {
         DType::I64 => v.tensor.to_vec::<i64>(),
-        _ => Ok(v.tensor.to_f64_vec().into_iter().map(|x| x as i64).collect()),
+        _ => Ok(v
+            .tensor
+            .to_f64_vec()
+            .into_iter()
+            .map(|x| x as i64)
+            .collect()),
     }
 }

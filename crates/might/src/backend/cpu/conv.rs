@@ -221,9 +221,16 @@ pub fn conv2d_forward<T: ConvFloat>(
     if out.is_empty() {
         return out;
     }
+    if g.groups == g.c && g.o == g.c {
+        depthwise(x, w, bias, g, relu, &mut out);
+        return out;
+    }
     let plan = Plan::new(g, w, false);
     // One run of samples: `xs` holds its inputs, `os` its outputs.
-    let run = |xs: &[T], os: &mut [T]| {
+    // One sample on several threads: the GEMM's output rows split between them (below).
+    let nt = threads::get_num_threads();
+    let split_rows = nt > 1 && g.n < nt && g.work() >= CONV_PAR_WORK && og >= 2 * nt;
+    let run = |xs: &[T], os: &mut [T], split: bool| {
         if let Some(plan) = &plan {
             return T::with_scratch(plan.forward_scratch(), |buf| {
                 for (xs, os) in xs.chunks_exact(chw).zip(os.chunks_exact_mut(g.o * p)) {
@@ -261,13 +268,24 @@ pub fn conv2d_forward<T: ConvFloat>(
                     let wg = &w[grp * og * klen..(grp + 1) * og * klen];
                     if m == 1 {
                         let dst = &mut oc[grp * og * p..(grp + 1) * og * p];
-                        if let Some(b) = bias {
-                            for (row, &bv) in dst.chunks_exact_mut(p).zip(&b[grp * og..]) {
-                                row.fill(bv);
-                            }
-                        }
                         let acc = bias.is_some();
-                        gemm_into((og, p, klen), dst, acc, wg, (klen, 1), cols, (ld, 1));
+                        // rows [r0, r0 + rows) of the product, their bias first
+                        let rows_of = |r0: usize, d: &mut [T]| {
+                            let rows = d.len() / p;
+                            if let Some(b) = bias {
+                                for (row, &bv) in d.chunks_exact_mut(p).zip(&b[grp * og + r0..]) {
+                                    row.fill(bv);
+                                }
+                            }
+                            let wr = &wg[r0 * klen..(r0 + rows) * klen];
+                            gemm_into((rows, p, klen), d, acc, wr, (klen, 1), cols, (ld, 1));
+                        };
+                        if split {
+                            let rows = og.div_ceil(nt);
+                            threads::for_each_chunk(dst, rows * p, |i, d| rows_of(i * rows, d));
+                        } else {
+                            rows_of(0, dst);
+                        }
                         continue;
                     }
                     gemm_into((og, ld, klen), tmp, false, wg, (klen, 1), cols, (ld, 1));
@@ -291,17 +309,101 @@ pub fn conv2d_forward<T: ConvFloat>(
         _ => samples_per_task(g),
     };
     if per >= g.n {
-        run(x, &mut out);
+        run(x, &mut out, split_rows);
     } else {
         threads::for_each_chunk(&mut out, per * g.o * p, |i, os| {
             let s = i * per * chw;
-            run(&x[s..(s + per * chw).min(x.len())], os)
+            run(&x[s..(s + per * chw).min(x.len())], os, false)
         });
     }
     if relu && plan.is_none() {
         out.iter_mut().for_each(|v| *v = relu_of(*v));
     }
     out
+}
+
+/// Depthwise convolution (one filter per channel, MobileNet's 3x3 and 5x5 layers): a GEMM per
+/// channel would have a single output row, all packing overhead. Each output row is a sum of
+/// `kh * kw` scaled input rows, each over the output columns whose tap lands inside the input
+/// (no bounds check in the inner loop, which vectorises at stride 1). Planes are split between
+/// threads.
+fn depthwise<T: ConvFloat>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+    relu: bool,
+    out: &mut [T],
+) {
+    let (hw, p, taps) = (g.hw(), g.p(), g.kh * g.kw);
+    assert!(
+        x.len() == g.n * g.c * hw && w.len() == g.c * taps && out.len() == g.n * g.c * p,
+        "depthwise: buffer sizes"
+    );
+    let [sy, sx] = g.stride;
+    let [py, px] = g.padding;
+    let [dy, dx] = g.dilation;
+    // output columns [lo, hi) whose tap at kernel column kj reads inside the input row
+    let cols = |kj: usize| -> (usize, usize) {
+        let off = kj * dx;
+        let lo = if px > off { (px - off).div_ceil(sx) } else { 0 };
+        let hi = if g.w + px > off {
+            ((g.w + px - off - 1) / sx + 1).min(g.ow)
+        } else {
+            0
+        };
+        (lo.min(hi), hi)
+    };
+    let plane = |i: usize, o: &mut [T]| {
+        let c = i % g.c;
+        let xp = &x[i * hw..(i + 1) * hw];
+        let wk = &w[c * taps..(c + 1) * taps];
+        let b = bias.map_or(T::zero(), |b| b[c]);
+        for (oy, orow) in o.chunks_exact_mut(g.ow).enumerate() {
+            orow.fill(b);
+            for ki in 0..g.kh {
+                let iy = (oy * sy + ki * dy) as isize - py as isize;
+                if iy < 0 || iy >= g.h as isize {
+                    continue;
+                }
+                let xrow = &xp[iy as usize * g.w..(iy as usize + 1) * g.w];
+                for kj in 0..g.kw {
+                    let (lo, hi) = cols(kj);
+                    let wv = wk[ki * g.kw + kj];
+                    // ix = ox * sx + kj * dx - px, inside [0, W) for ox in [lo, hi)
+                    let start = lo * sx + kj * dx - px;
+                    if sx == 1 {
+                        for (d, &v) in orow[lo..hi].iter_mut().zip(&xrow[start..start + (hi - lo)])
+                        {
+                            *d += wv * v;
+                        }
+                    } else {
+                        for (d, &v) in orow[lo..hi]
+                            .iter_mut()
+                            .zip(xrow[start..].iter().step_by(sx))
+                        {
+                            *d += wv * v;
+                        }
+                    }
+                }
+            }
+            if relu {
+                orow.iter_mut().for_each(|v| *v = relu_of(*v));
+            }
+        }
+    };
+    if threads::get_num_threads() > 1 && g.work() >= CONV_PAR_WORK {
+        let per = (g.n * g.c).div_ceil(threads::get_num_threads() * 4).max(1);
+        threads::for_each_chunk(out, per * p, |t, o| {
+            for (k, op) in o.chunks_exact_mut(p).enumerate() {
+                plane(t * per + k, op);
+            }
+        });
+    } else {
+        for (i, op) in out.chunks_exact_mut(p).enumerate() {
+            plane(i, op);
+        }
+    }
 }
 
 /// [`conv2d_backward`] on the direct kernels. Each thread claims samples one at a time as it

@@ -163,10 +163,11 @@ pub fn erf(x: f32) -> f32 {
     let z = x * x;
     // 2/√π · (x - x³/3 + x⁵/10 - x⁷/42 + x⁹/216 - x¹¹/1320 + x¹³/9360)
     let series = x
-        * 1.128_379_2
+        * std::f32::consts::FRAC_2_SQRT_PI
         * (1.0
             + z * (-1.0 / 3.0
-                + z * (0.1 + z * (-1.0 / 42.0 + z * (1.0 / 216.0 + z * (-1.0 / 1320.0 + z / 9360.0))))));
+                + z * (0.1
+                    + z * (-1.0 / 42.0 + z * (1.0 / 216.0 + z * (-1.0 / 1320.0 + z / 9360.0))))));
     let (e, g) = gauss_tail(x * std::f32::consts::SQRT_2);
     let tail = (1.0 - 2.0 * (e * g)).copysign(x);
     sel(x.abs() < 0.5, series, tail)

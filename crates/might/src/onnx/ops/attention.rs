@@ -27,7 +27,8 @@ fn work(dt: DType) -> DType {
 /// `[B, S, H*D]` -> `[B, H, S, D]`.
 fn split_heads(t: &Tensor, heads: usize) -> Result<Tensor> {
     let d = t.dims();
-    t.reshape(vec![d[0], d[1], heads, d[2] / heads.max(1)])?.permute(&[0, 2, 1, 3])
+    t.reshape(vec![d[0], d[1], heads, d[2] / heads.max(1)])?
+        .permute(&[0, 2, 1, 3])
 }
 
 /// `0` where allowed, `-inf` where not.
@@ -38,7 +39,15 @@ fn bias_of(allowed: &Tensor, dt: DType) -> Result<Tensor> {
 }
 
 /// `allowed[.., i, j] = lo <= (i + offset) - j <= hi`, as a bias; `offset` per batch or one.
-fn band(q: usize, kv: usize, offsets: &[i64], lo: Option<i64>, hi: Option<i64>, dt: DType, dev: crate::Device) -> Result<Tensor> {
+fn band(
+    q: usize,
+    kv: usize,
+    offsets: &[i64],
+    lo: Option<i64>,
+    hi: Option<i64>,
+    dt: DType,
+    dev: crate::Device,
+) -> Result<Tensor> {
     let mut v = Vec::with_capacity(offsets.len() * q * kv);
     for &o in offsets {
         for i in 0..q as i64 {
@@ -48,7 +57,11 @@ fn band(q: usize, kv: usize, offsets: &[i64], lo: Option<i64>, hi: Option<i64>, 
             }
         }
     }
-    let shape = if offsets.len() == 1 { vec![q, kv] } else { vec![offsets.len(), 1, q, kv] };
+    let shape = if offsets.len() == 1 {
+        vec![q, kv]
+    } else {
+        vec![offsets.len(), 1, q, kv]
+    };
     bias_of(&Tensor::from_vec(v, shape)?.to_device(dev)?, dt)
 }
 
@@ -59,9 +72,16 @@ fn attention(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let wt = work(dt);
     let dev = qv.tensor.device();
     let rank3 = qv.dims().len() == 3;
-    let (mut q, mut k, mut v) = (qv.tensor.to_dtype(wt)?, kv.tensor.to_dtype(wt)?, vv.tensor.to_dtype(wt)?);
+    let (mut q, mut k, mut v) = (
+        qv.tensor.to_dtype(wt)?,
+        kv.tensor.to_dtype(wt)?,
+        vv.tensor.to_dtype(wt)?,
+    );
     if rank3 {
-        let (qh, kh) = (n.i("q_num_heads", 0) as usize, n.i("kv_num_heads", 0) as usize);
+        let (qh, kh) = (
+            n.i("q_num_heads", 0) as usize,
+            n.i("kv_num_heads", 0) as usize,
+        );
         if qh == 0 || kh == 0 {
             return Err(n.err("3-D inputs need q_num_heads and kv_num_heads"));
         }
@@ -70,10 +90,19 @@ fn attention(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         v = split_heads(&v, kh)?;
     }
     if q.dims().len() != 4 || k.dims().len() != 4 || v.dims().len() != 4 {
-        return Err(n.err(format!("Q {:?}, K {:?}, V {:?}: expected 3-D or 4-D", qv.dims(), kv.dims(), vv.dims())));
+        return Err(n.err(format!(
+            "Q {:?}, K {:?}, V {:?}: expected 3-D or 4-D",
+            qv.dims(),
+            kv.dims(),
+            vv.dims()
+        )));
     }
     let batch = q.dims()[0];
-    let scale = if n.has("scale") { n.f("scale", 1.0) as f64 } else { 1.0 / (q.dims()[3] as f64).sqrt() };
+    let scale = if n.has("scale") {
+        n.f("scale", 1.0) as f64
+    } else {
+        1.0 / (q.dims()[3] as f64).sqrt()
+    };
     let past_len = past_k.map(|p| p.dims().get(2).copied().unwrap_or(0));
     if let Some(p) = past_k {
         k = Tensor::cat(&[p.tensor.to_dtype(wt)?, k], 2)?;
@@ -90,11 +119,19 @@ fn attention(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             if have < ks {
                 let mut d = t.dims().to_vec();
                 *d.last_mut().expect("rank >= 1") = ks - have;
-                let fill = if t.dtype() == DType::Bool { 0.0 } else { f64::NEG_INFINITY };
+                let fill = if t.dtype() == DType::Bool {
+                    0.0
+                } else {
+                    f64::NEG_INFINITY
+                };
                 let pad = Tensor::full_on(d, fill, t.dtype(), dev)?;
                 t = Tensor::cat(&[t, pad], -1)?;
             }
-            Some(if t.dtype() == DType::Bool { bias_of(&t, wt)? } else { t.to_dtype(wt)? })
+            Some(if t.dtype() == DType::Bool {
+                bias_of(&t, wt)?
+            } else {
+                t.to_dtype(wt)?
+            })
         }
         None => None,
     };
@@ -118,7 +155,10 @@ fn attention(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     }
     if let Some(np) = nonpad {
         let lens = ints(np)?;
-        let allowed: Vec<bool> = lens.iter().flat_map(|&l| (0..ks as i64).map(move |j| j < l)).collect();
+        let allowed: Vec<bool> = lens
+            .iter()
+            .flat_map(|&l| (0..ks as i64).map(move |j| j < l))
+            .collect();
         let pm = Tensor::from_vec(allowed, vec![batch, 1, 1, ks])?.to_device(dev)?;
         bias = bias.add(&bias_of(&pm, wt)?)?;
     }
@@ -129,14 +169,22 @@ fn attention(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         let rep = qh / kh;
         let grow = |t: &Tensor| -> Result<Tensor> {
             let d = t.dims().to_vec();
-            t.unsqueeze(2)?.broadcast_to(vec![d[0], d[1], rep, d[2], d[3]])?.reshape(vec![d[0], d[1] * rep, d[2], d[3]])
+            t.unsqueeze(2)?
+                .broadcast_to(vec![d[0], d[1], rep, d[2], d[3]])?
+                .reshape(vec![d[0], d[1] * rep, d[2], d[3]])
         };
         k = grow(&k)?;
         v = grow(&v)?;
     }
     let s = scale.sqrt();
     // half-precision inputs: round where the reference rounds (each step's result)
-    let r = |t: Tensor| -> Result<Tensor> { if wt != dt { t.to_dtype(dt)?.to_dtype(wt) } else { Ok(t) } };
+    let r = |t: Tensor| -> Result<Tensor> {
+        if wt != dt {
+            t.to_dtype(dt)?.to_dtype(wt)
+        } else {
+            Ok(t)
+        }
+    };
     let mut qk = r(r(q.mul_scalar(s)?)?.matmul(&r(k.transpose(2, 3)?.mul_scalar(s)?)?)?)?;
     let softcap = n.f("softcap", 0.0) as f64;
     if softcap > 0.0 {
@@ -158,9 +206,13 @@ fn attention(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let mut y = p.matmul(&v)?;
     if rank3 {
         let d = y.dims().to_vec();
-        y = y.permute(&[0, 2, 1, 3])?.reshape(vec![d[0], d[2], d[1] * d[3]])?;
+        y = y
+            .permute(&[0, 2, 1, 3])?
+            .reshape(vec![d[0], d[2], d[1] * d[3]])?;
     }
-    let back = |t: Tensor, like: &Value| -> Result<Value> { Ok(Value::typed(t.to_dtype(like.tensor.dtype())?, like.elem)) };
+    let back = |t: Tensor, like: &Value| -> Result<Value> {
+        Ok(Value::typed(t.to_dtype(like.tensor.dtype())?, like.elem))
+    };
     let mut outs = vec![back(y, qv)?];
     let n_out = n.proto.output.len();
     if n_out > 1 {
@@ -205,9 +257,14 @@ fn loss(n: &Node, ins: &[Option<Value>], from_scores: bool) -> Result<Vec<Value>
     gdims.insert(1, 1);
     let it = Tensor::from_vec(idx.clone(), gdims)?.to_device(dev)?;
     let picked = logp.gather(1, &it)?.squeeze(1)?;
-    let mut w = Tensor::from_vec(keep.clone(), tdims.clone())?.to_device(dev)?.to_dtype(wt)?;
+    let mut w = Tensor::from_vec(keep.clone(), tdims.clone())?
+        .to_device(dev)?
+        .to_dtype(wt)?;
     if let Some(wv) = weight {
-        let per = wv.tensor.to_dtype(wt)?.index_select(0, &Tensor::from_vec(idx, [t.len()])?.to_device(dev)?)?;
+        let per = wv
+            .tensor
+            .to_dtype(wt)?
+            .index_select(0, &Tensor::from_vec(idx, [t.len()])?.to_device(dev)?)?;
         w = w.mul(&per.reshape(tdims)?)?;
     }
     let l = picked.neg()?.mul(&w)?;

@@ -82,7 +82,11 @@ fn binary_ins<'v>(n: &Node, ins: &'v [Option<Value>]) -> Result<(&'v Value, &'v 
     Ok((req(n, ins, 0)?, req(n, ins, 1)?))
 }
 
-fn arith(n: &Node, ins: &[Option<Value>], f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Result<Vec<Value>> {
+fn arith(
+    n: &Node,
+    ins: &[Option<Value>],
+    f: fn(&Tensor, &Tensor) -> Result<Tensor>,
+) -> Result<Vec<Value>> {
     let (a, b) = binary_ins(n, ins)?;
     let out = Value::typed(f(&a.tensor, &b.tensor)?, a.elem);
     // integer results wrap in their own width (int32 + int32 stays int32)
@@ -108,7 +112,11 @@ fn variadic(
     same(acc, first)
 }
 
-fn cmp(n: &Node, ins: &[Option<Value>], f: fn(&Tensor, &Tensor) -> Result<Tensor>) -> Result<Vec<Value>> {
+fn cmp(
+    n: &Node,
+    ins: &[Option<Value>],
+    f: fn(&Tensor, &Tensor) -> Result<Tensor>,
+) -> Result<Vec<Value>> {
     let (a, b) = binary_ins(n, ins)?;
     one(f(&a.tensor, &b.tensor)?)
 }
@@ -159,12 +167,24 @@ fn bitshift(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         elem::INT32 => 32,
         _ => unsigned_bits(e),
     };
-    let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
     int_map2(n, ins, move |x, s| {
         let out_of_range = s < 0 || s >= bits as i64;
         if signed && !left {
             // arithmetic: the sign fills in
-            return if out_of_range { if x < 0 { -1 } else { 0 } } else { x >> s };
+            return if out_of_range {
+                if x < 0 {
+                    -1
+                } else {
+                    0
+                }
+            } else {
+                x >> s
+            };
         }
         if out_of_range {
             return 0;
@@ -200,8 +220,19 @@ fn pow(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         // a scalar exponent (GELU's x³, RMS norms' x²) is one unary pass
         if b.tensor.numel() == 1 && b.dims().len() <= a.dims().len() {
             let p = b.tensor.to_f64_vec()[0];
-            let y = if p == 2.0 { a.tensor.square()? } else { a.tensor.powf(p)? };
-            return same(y.reshape(crate::broadcast_shapes("Pow", a.tensor.shape(), b.tensor.shape())?)?, a);
+            let y = if p == 2.0 {
+                a.tensor.square()?
+            } else {
+                a.tensor.powf(p)?
+            };
+            return same(
+                y.reshape(crate::broadcast_shapes(
+                    "Pow",
+                    a.tensor.shape(),
+                    b.tensor.shape(),
+                )?)?,
+                a,
+            );
         }
         let e = b.tensor.to_dtype(a.tensor.dtype())?;
         return same(a.tensor.pow(&e)?, a);
@@ -211,7 +242,10 @@ fn pow(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let y = b.tensor.broadcast_to(&shape)?.to_f64_vec();
     let v: Vec<i64> = x.iter().zip(&y).map(|(p, q)| p.powf(*q) as i64).collect();
     let t = Tensor::from_vec(v, shape)?.to_dtype(a.tensor.dtype())?;
-    Ok(vec![Value::typed(Value::typed(t, a.elem).narrowed()?, a.elem)])
+    Ok(vec![Value::typed(
+        Value::typed(t, a.elem).narrowed()?,
+        a.elem,
+    )])
 }
 
 fn modulo(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -251,7 +285,11 @@ fn modulo(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 
 /// A float op; float16/bfloat16 compute in f32 and round once at the end, as the ONNX
 /// reference does.
-fn float(n: &Node, ins: &[Option<Value>], f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Vec<Value>> {
+fn float(
+    n: &Node,
+    ins: &[Option<Value>],
+    f: impl Fn(&Tensor) -> Result<Tensor>,
+) -> Result<Vec<Value>> {
     let a = req(n, ins, 0)?;
     let dt = a.tensor.dtype();
     if matches!(dt, DType::F16 | DType::BF16) {
@@ -272,14 +310,19 @@ fn signed_or_float(
     }
     let v: Vec<i64> = ints(a)?.into_iter().map(g).collect();
     let t = Tensor::from_vec(v, a.dims())?.to_dtype(a.tensor.dtype())?;
-    Ok(vec![Value::typed(Value::typed(t, a.elem).narrowed()?, a.elem)])
+    Ok(vec![Value::typed(
+        Value::typed(t, a.elem).narrowed()?,
+        a.elem,
+    )])
 }
 
 /// A float function without a tensor op, computed on the host in f64 (inference only).
 fn host_float(n: &Node, ins: &[Option<Value>], f: fn(f64) -> f64) -> Result<Vec<Value>> {
     let a = req(n, ins, 0)?;
     let v: Vec<f64> = a.tensor.to_f64_vec().into_iter().map(f).collect();
-    let t = Tensor::from_vec(v, a.dims())?.to_dtype(a.tensor.dtype())?.to_device(a.tensor.device())?;
+    let t = Tensor::from_vec(v, a.dims())?
+        .to_dtype(a.tensor.dtype())?
+        .to_device(a.tensor.device())?;
     same(t, a)
 }
 
@@ -289,7 +332,11 @@ fn softplus(x: &Tensor) -> Result<Tensor> {
 }
 
 fn hardswish(x: &Tensor) -> Result<Tensor> {
-    x.mul(&x.add_scalar(3.0)?.clamp(Some(0.0), Some(6.0))?.div_scalar(6.0)?)
+    x.mul(
+        &x.add_scalar(3.0)?
+            .clamp(Some(0.0), Some(6.0))?
+            .div_scalar(6.0)?,
+    )
 }
 
 /// `where(x > 0, x, neg)` with `neg` computed from `x` clamped to `<= 0` (no overflow in the
@@ -301,7 +348,9 @@ fn pos_or(x: &Tensor, neg: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor>
 
 fn elu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 1.0) as f64;
-    float(n, ins, |x| pos_or(x, |m| m.exp()?.sub_scalar(1.0)?.mul_scalar(alpha)))
+    float(n, ins, |x| {
+        pos_or(x, |m| m.exp()?.sub_scalar(1.0)?.mul_scalar(alpha))
+    })
 }
 
 fn selu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -315,7 +364,12 @@ fn selu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 fn celu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 1.0) as f64;
     float(n, ins, |x| {
-        pos_or(x, |m| m.div_scalar(alpha)?.exp()?.sub_scalar(1.0)?.mul_scalar(alpha))
+        pos_or(x, |m| {
+            m.div_scalar(alpha)?
+                .exp()?
+                .sub_scalar(1.0)?
+                .mul_scalar(alpha)
+        })
     })
 }
 
@@ -335,7 +389,9 @@ fn thresholded_relu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 fn hard_sigmoid(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 0.2) as f64;
     let beta = n.f("beta", 0.5) as f64;
-    float(n, ins, |x| x.affine(alpha, beta)?.clamp(Some(0.0), Some(1.0)))
+    float(n, ins, |x| {
+        x.affine(alpha, beta)?.clamp(Some(0.0), Some(1.0))
+    })
 }
 
 fn gelu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -366,10 +422,20 @@ fn clip(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let a = req(n, ins, 0)?;
     let bound = |i: usize, attr: &str| -> Result<Option<f64>> {
         if n.opset < 11 {
-            return Ok(if n.has(attr) { Some(n.f(attr, 0.0) as f64) } else { None });
+            return Ok(if n.has(attr) {
+                Some(n.f(attr, 0.0) as f64)
+            } else {
+                None
+            });
         }
         Ok(match opt(ins, i) {
-            Some(v) => Some(v.tensor.to_f64_vec().first().copied().ok_or_else(|| n.err("empty bound"))?),
+            Some(v) => Some(
+                v.tensor
+                    .to_f64_vec()
+                    .first()
+                    .copied()
+                    .ok_or_else(|| n.err("empty bound"))?,
+            ),
             None => None,
         })
     };
@@ -384,7 +450,10 @@ fn clip(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             hi.map_or(x, |h| x.min(h as i64))
         })
         .collect();
-    same(Tensor::from_vec(v, a.dims())?.to_dtype(a.tensor.dtype())?, a)
+    same(
+        Tensor::from_vec(v, a.dims())?.to_dtype(a.tensor.dtype())?,
+        a,
+    )
 }
 
 fn prelu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -398,7 +467,10 @@ fn prelu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 
 fn is_inf(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let a = req(n, ins, 0)?;
-    let (pos, neg) = (n.i("detect_positive", 1) != 0, n.i("detect_negative", 1) != 0);
+    let (pos, neg) = (
+        n.i("detect_positive", 1) != 0,
+        n.i("detect_negative", 1) != 0,
+    );
     let v: Vec<bool> = a
         .tensor
         .to_f64_vec()

@@ -33,19 +33,29 @@ fn in_float(x: &Value, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<Tens
     if x.tensor.dtype().is_float() {
         return f(&x.tensor);
     }
-    f(&x.tensor.to_dtype(DType::F64)?)?.round()?.to_dtype(x.tensor.dtype())
+    f(&x.tensor.to_dtype(DType::F64)?)?
+        .round()?
+        .to_dtype(x.tensor.dtype())
 }
 
 fn matmul(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (a, b) = (req(n, ins, 0)?, req(n, ins, 1)?);
-    let bt = b.tensor.to_dtype(if a.tensor.dtype().is_float() { a.tensor.dtype() } else { DType::F64 })?;
+    let bt = b.tensor.to_dtype(if a.tensor.dtype().is_float() {
+        a.tensor.dtype()
+    } else {
+        DType::F64
+    })?;
     same(in_float(a, |x| x.matmul(&bt))?, a)
 }
 
 fn gemm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (a, b) = (req(n, ins, 0)?, req(n, ins, 1)?);
     let (alpha, beta) = (n.f("alpha", 1.0) as f64, n.f("beta", 1.0) as f64);
-    let ta = if n.i("transA", 0) != 0 { a.tensor.t()? } else { a.tensor.clone() };
+    let ta = if n.i("transA", 0) != 0 {
+        a.tensor.t()?
+    } else {
+        a.tensor.clone()
+    };
     let c = opt(ins, 2);
     // the common case, a linear layer: one product with the bias added inside it
     if n.i("transB", 0) != 0 && alpha == 1.0 && beta == 1.0 && a.tensor.dtype().is_float() {
@@ -55,8 +65,14 @@ fn gemm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             }
         }
     }
-    let tb = if n.i("transB", 0) != 0 { b.tensor.t()? } else { b.tensor.clone() };
-    let mut y = in_float(&Value::typed(ta, a.elem), |x| x.matmul(&tb.to_dtype(x.dtype())?))?;
+    let tb = if n.i("transB", 0) != 0 {
+        b.tensor.t()?
+    } else {
+        b.tensor.clone()
+    };
+    let mut y = in_float(&Value::typed(ta, a.elem), |x| {
+        x.matmul(&tb.to_dtype(x.dtype())?)
+    })?;
     if alpha != 1.0 {
         y = y.mul_scalar(alpha)?;
     }
@@ -70,7 +86,11 @@ fn gemm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 /// `einsum` by broadcasting: each operand's axes are laid out in one common letter order,
 /// the operands multiplied, and the letters not in the output summed.
 fn einsum(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
-    let eq: String = n.s("equation", "").chars().filter(|c| !c.is_whitespace()).collect();
+    let eq: String = n
+        .s("equation", "")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
     let ops: Vec<&Value> = ins.iter().flatten().collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l.to_string(), Some(r.to_string())),
@@ -78,16 +98,29 @@ fn einsum(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     };
     let terms: Vec<&str> = lhs.split(',').collect();
     if terms.len() != ops.len() || ops.is_empty() {
-        return Err(n.err(format!("equation '{eq}' names {} operands, got {}", terms.len(), ops.len())));
+        return Err(n.err(format!(
+            "equation '{eq}' names {} operands, got {}",
+            terms.len(),
+            ops.len()
+        )));
     }
     // expand "..." into upper-case letters (the equation itself uses lower case)
     let mut ell = 0usize;
     let mut expanded = Vec::new();
     for (t, v) in terms.iter().zip(&ops) {
         let named = t.replace("...", "").chars().count();
-        let e = if t.contains("...") { v.dims().len().checked_sub(named).ok_or_else(|| n.err("operand rank below its subscripts"))? } else { 0 };
+        let e = if t.contains("...") {
+            v.dims()
+                .len()
+                .checked_sub(named)
+                .ok_or_else(|| n.err("operand rank below its subscripts"))?
+        } else {
+            0
+        };
         ell = ell.max(e);
-        let fill: String = (0..e).map(|k| (b'A' + (ell - e + k) as u8) as char).collect();
+        let fill: String = (0..e)
+            .map(|k| (b'A' + (ell - e + k) as u8) as char)
+            .collect();
         expanded.push(t.replace("...", &fill));
     }
     let ell_str: String = (0..ell).map(|k| (b'A' + k as u8) as char).collect();
@@ -100,7 +133,12 @@ fn einsum(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
                     *counts.entry(c).or_insert(0) += 1;
                 }
             }
-            ell_str.clone() + &counts.iter().filter(|(_, &k)| k == 1).map(|(&c, _)| c).collect::<String>()
+            ell_str.clone()
+                + &counts
+                    .iter()
+                    .filter(|(_, &k)| k == 1)
+                    .map(|(&c, _)| c)
+                    .collect::<String>()
         }
     };
     let mut letters: Vec<char> = out.chars().collect();
@@ -111,30 +149,46 @@ fn einsum(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             }
         }
     }
-    let dt = ops.iter().map(|v| v.tensor.dtype()).find(|d| d.is_float()).unwrap_or(DType::F64);
+    let dt = ops
+        .iter()
+        .map(|v| v.tensor.dtype())
+        .find(|d| d.is_float())
+        .unwrap_or(DType::F64);
     let mut acc: Option<Tensor> = None;
     for (t, v) in expanded.iter().zip(&ops) {
         let mut x = v.tensor.to_dtype(dt)?;
         let mut sub: Vec<char> = t.chars().collect();
         if sub.len() != x.dims().len() {
-            return Err(n.err(format!("subscripts '{t}' for an operand of rank {}", x.dims().len())));
+            return Err(n.err(format!(
+                "subscripts '{t}' for an operand of rank {}",
+                x.dims().len()
+            )));
         }
         // repeated letters: keep the diagonal
         let mut i = 0;
         while i < sub.len() {
-            if let Some(j) = sub[i + 1..].iter().position(|&c| c == sub[i]).map(|p| p + i + 1) {
+            if let Some(j) = sub[i + 1..]
+                .iter()
+                .position(|&c| c == sub[i])
+                .map(|p| p + i + 1)
+            {
                 let len = x.dims()[i];
                 let mut shape = vec![1; x.dims().len()];
                 shape[i] = len;
                 shape[j] = len;
-                let eye = Tensor::eye(len, dt)?.to_device(x.device())?.reshape(shape)?;
+                let eye = Tensor::eye(len, dt)?
+                    .to_device(x.device())?
+                    .reshape(shape)?;
                 x = x.mul(&eye)?.sum(j as isize, false)?;
                 sub.remove(j);
             } else {
                 i += 1;
             }
         }
-        let perm: Vec<isize> = letters.iter().filter_map(|c| sub.iter().position(|s| s == c).map(|p| p as isize)).collect();
+        let perm: Vec<isize> = letters
+            .iter()
+            .filter_map(|c| sub.iter().position(|s| s == c).map(|p| p as isize))
+            .collect();
         let mut x = x.permute(&perm)?;
         let mut shape = Vec::new();
         let mut k = 0;
@@ -158,13 +212,23 @@ fn einsum(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         y = y.sum_dims(&sum, false)?;
     }
     let first = ops[0];
-    let y = if first.tensor.dtype().is_float() { y } else { y.round()?.to_dtype(first.tensor.dtype())? };
+    let y = if first.tensor.dtype().is_float() {
+        y
+    } else {
+        y.round()?.to_dtype(first.tensor.dtype())?
+    };
     same(y.contiguous()?, first)
 }
 
 /// Begin/end padding of each spatial axis from `pads`/`auto_pad` (for a conv or pool with
 /// the given kernel, strides and dilations over spatial sizes `input`).
-fn spatial_pads(n: &Node, input: &[usize], kernel: &[usize], strides: &[usize], dil: &[usize]) -> Result<Vec<(usize, usize)>> {
+fn spatial_pads(
+    n: &Node,
+    input: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dil: &[usize],
+) -> Result<Vec<(usize, usize)>> {
     let k = input.len();
     let auto = n.s("auto_pad", "NOTSET");
     match auto.as_str() {
@@ -174,7 +238,11 @@ fn spatial_pads(n: &Node, input: &[usize], kernel: &[usize], strides: &[usize], 
                 let need = (out.saturating_sub(1)) * strides[i] + (kernel[i] - 1) * dil[i] + 1;
                 let total = need.saturating_sub(input[i]);
                 let small = total / 2;
-                if auto == "SAME_UPPER" { (small, total - small) } else { (total - small, small) }
+                if auto == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                }
             })
             .collect()),
         "VALID" => Ok(vec![(0, 0); k]),
@@ -221,7 +289,9 @@ fn pad_trailing(x: &Tensor, pads: &[(i64, i64)], value: f64) -> Result<Tensor> {
 
 fn ints_or(n: &Node, name: &str, k: usize, default: usize) -> Result<Vec<usize>> {
     match n.ints(name) {
-        Some(v) if v.len() == k && v.iter().all(|&x| x > 0) => Ok(v.iter().map(|&x| x as usize).collect()),
+        Some(v) if v.len() == k && v.iter().all(|&x| x > 0) => {
+            Ok(v.iter().map(|&x| x as usize).collect())
+        }
         Some(v) => Err(n.err(format!("{name} {v:?} for {k} spatial axes"))),
         None => Ok(vec![default; k]),
     }
@@ -232,7 +302,11 @@ fn conv(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let b = opt(ins, 2).map(|b| b.tensor.clone());
     let k = x.dims().len().saturating_sub(2);
     if !(1..=2).contains(&k) || w.dims().len() != k + 2 {
-        return Err(n.err(format!("input {:?} with weight {:?}: 1-D and 2-D convolutions are supported", x.dims(), w.dims())));
+        return Err(n.err(format!(
+            "input {:?} with weight {:?}: 1-D and 2-D convolutions are supported",
+            x.dims(),
+            w.dims()
+        )));
     }
     let kernel = w.dims()[2..].to_vec();
     let strides = ints_or(n, "strides", k, 1)?;
@@ -261,7 +335,16 @@ fn conv(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let half = matches!(xt.dtype(), DType::F16 | DType::BF16);
     let mut y = if half {
         let up = |t: &Tensor| t.to_dtype(DType::F32);
-        up(&xt)?.conv2d(&up(&wt)?, b.as_ref().map(up).transpose()?.as_ref(), s2, padding, d2, groups)?.to_dtype(xt.dtype())?
+        up(&xt)?
+            .conv2d(
+                &up(&wt)?,
+                b.as_ref().map(up).transpose()?.as_ref(),
+                s2,
+                padding,
+                d2,
+                groups,
+            )?
+            .to_dtype(xt.dtype())?
     } else {
         xt.conv2d(&wt, b.as_ref(), s2, padding, d2, groups)?
     };
@@ -276,7 +359,11 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let b = opt(ins, 2).map(|b| b.tensor.clone());
     let k = x.dims().len().saturating_sub(2);
     if !(1..=2).contains(&k) || w.dims().len() != k + 2 {
-        return Err(n.err(format!("input {:?} with weight {:?}: 1-D and 2-D transposed convolutions are supported", x.dims(), w.dims())));
+        return Err(n.err(format!(
+            "input {:?} with weight {:?}: 1-D and 2-D transposed convolutions are supported",
+            x.dims(),
+            w.dims()
+        )));
     }
     let g = n.i("group", 1).max(1) as usize;
     let kernel = w.dims()[2..].to_vec();
@@ -284,11 +371,20 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let d = ints_or(n, "dilations", k, 1)?;
     let op = n.ints("output_padding").unwrap_or_else(|| vec![0; k]);
     let input = &x.dims()[2..];
-    let full: Vec<i64> = (0..k).map(|i| (s[i] * (input[i] - 1)) as i64 + op.get(i).copied().unwrap_or(0) + ((kernel[i] - 1) * d[i] + 1) as i64).collect();
+    let full: Vec<i64> = (0..k)
+        .map(|i| {
+            (s[i] * (input[i] - 1)) as i64
+                + op.get(i).copied().unwrap_or(0)
+                + ((kernel[i] - 1) * d[i] + 1) as i64
+        })
+        .collect();
     let auto = n.s("auto_pad", "NOTSET");
-    let out_shape = n.ints("output_shape").map(|o| o[o.len().saturating_sub(k)..].to_vec());
+    let out_shape = n
+        .ints("output_shape")
+        .map(|o| o[o.len().saturating_sub(k)..].to_vec());
     let pads: Vec<(i64, i64)> = if out_shape.is_some() || auto.starts_with("SAME") {
-        let target: Vec<i64> = out_shape.unwrap_or_else(|| (0..k).map(|i| (input[i] * s[i]) as i64).collect());
+        let target: Vec<i64> =
+            out_shape.unwrap_or_else(|| (0..k).map(|i| (input[i] * s[i]) as i64).collect());
         (0..k)
             .map(|i| {
                 let total = full[i] - target[i];
@@ -307,7 +403,12 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         (0..k).map(|i| (p[i], p[i + k])).collect()
     };
     let (mut xt, mut wt) = (x.tensor.clone(), w.tensor.clone());
-    let (mut s2, mut d2, mut k2, mut p2) = (vec![1, s[0]], vec![1, d[0]], vec![1, kernel[0]], vec![(0, 0), pads[0]]);
+    let (mut s2, mut d2, mut k2, mut p2) = (
+        vec![1, s[0]],
+        vec![1, d[0]],
+        vec![1, kernel[0]],
+        vec![(0, 0), pads[0]],
+    );
     let mut op2 = vec![0, op.first().copied().unwrap_or(0)];
     if k == 1 {
         xt = xt.unsqueeze(2)?;
@@ -332,7 +433,9 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             let zeros = Tensor::zeros_on(sh.clone(), t.dtype(), t.device())?;
             let mut merged = t.dims().to_vec();
             merged[axis] = len * st;
-            Tensor::cat(&[t1, zeros], (axis + 1) as isize)?.reshape(merged)?.narrow(axis as isize, 0, (len - 1) * st + 1)
+            Tensor::cat(&[t1, zeros], (axis + 1) as isize)?
+                .reshape(merged)?
+                .narrow(axis as isize, 0, (len - 1) * st + 1)
         };
         xt = z(&xt, 2, s2[0])?;
         xt = z(&xt, 3, s2[1])?;
@@ -340,14 +443,21 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let _ = (nb, h, wd);
     // 2. pad by the dilated kernel's reach, less the given pads, plus output padding
     let reach: Vec<i64> = (0..2).map(|i| ((k2[i] - 1) * d2[i]) as i64).collect();
-    let p: Vec<(i64, i64)> = (0..2).map(|i| (reach[i] - p2[i].0, reach[i] - p2[i].1 + op2[i])).collect();
+    let p: Vec<(i64, i64)> = (0..2)
+        .map(|i| (reach[i] - p2[i].0, reach[i] - p2[i].1 + op2[i]))
+        .collect();
     xt = pad_trailing(&xt, &p, 0.0)?;
     // 3. the weight [C, M/g, kh, kw] as a conv weight [M, C/g, kh, kw], flipped in space
     let mg = wt.dims()[1];
     let (kh, kw) = (wt.dims()[2], wt.dims()[3]);
-    let wt = wt.reshape(vec![g, c / g, mg, kh, kw])?.permute(&[0, 2, 1, 3, 4])?.reshape(vec![g * mg, c / g, kh, kw])?;
+    let wt = wt
+        .reshape(vec![g, c / g, mg, kh, kw])?
+        .permute(&[0, 2, 1, 3, 4])?
+        .reshape(vec![g * mg, c / g, kh, kw])?;
     let rev = |len: usize| Tensor::from_vec((0..len as i64).rev().collect::<Vec<_>>(), [len]);
-    let wt = wt.index_select(2, &rev(kh)?.to_device(wt.device())?)?.index_select(3, &rev(kw)?.to_device(wt.device())?)?;
+    let wt = wt
+        .index_select(2, &rev(kh)?.to_device(wt.device())?)?
+        .index_select(3, &rev(kw)?.to_device(wt.device())?)?;
     let mut y = xt.conv2d(&wt, b.as_ref(), [1, 1], [0, 0], [d2[0], d2[1]], g)?;
     if k == 1 {
         y = y.squeeze(2)?;
@@ -373,39 +483,84 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
         let span = (kernel[i] - 1) * dil[i] + 1;
         let padded = input[i] + pads[i].0 + pads[i].1;
         if padded < span {
-            return Err(n.err(format!("kernel {kernel:?} larger than the padded input {input:?}")));
+            return Err(n.err(format!(
+                "kernel {kernel:?} larger than the padded input {input:?}"
+            )));
         }
         let num = padded - span;
-        let mut o = if ceil { num.div_ceil(strides[i]) } else { num / strides[i] } + 1;
+        let mut o = if ceil {
+            num.div_ceil(strides[i])
+        } else {
+            num / strides[i]
+        } + 1;
         // a window may not start in the end padding
         if ceil && (o - 1) * strides[i] >= input[i] + pads[i].0 {
             o -= 1;
         }
         out.push(o);
     }
-    let simple = k == 2 && !ceil && dil.iter().all(|&d| d == 1) && pads.iter().all(|&(b, e)| b == e) && pads.iter().zip(&kernel).all(|(&(p, _), &kk)| p <= kk / 2);
-    if simple && n.proto.output.len() < 2 && (max || include_pad || pads.iter().all(|&(b, _)| b == 0)) && x.tensor.dtype().is_float() {
-        let (kk, ss, pp) = ([kernel[0], kernel[1]], [strides[0], strides[1]], [pads[0].0, pads[1].0]);
-        let y = if max { x.tensor.max_pool2d(kk, ss, pp)? } else { x.tensor.avg_pool2d(kk, ss, pp)? };
+    let simple = k == 2
+        && !ceil
+        && dil.iter().all(|&d| d == 1)
+        && pads.iter().all(|&(b, e)| b == e)
+        && pads.iter().zip(&kernel).all(|(&(p, _), &kk)| p <= kk / 2);
+    if simple
+        && n.proto.output.len() < 2
+        && (max || include_pad || pads.iter().all(|&(b, _)| b == 0))
+        && x.tensor.dtype().is_float()
+    {
+        let (kk, ss, pp) = (
+            [kernel[0], kernel[1]],
+            [strides[0], strides[1]],
+            [pads[0].0, pads[1].0],
+        );
+        let y = if max {
+            x.tensor.max_pool2d(kk, ss, pp)?
+        } else {
+            x.tensor.avg_pool2d(kk, ss, pp)?
+        };
         return same(y, x);
     }
     // general: the maximum (or sum) of one strided slice per kernel offset
-    let reach: Vec<(i64, i64)> = (0..k).map(|i| {
-        let need = (out[i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1;
-        (pads[i].0 as i64, need as i64 - input[i] as i64 - pads[i].0 as i64)
-    }).collect();
-    let t = if x.tensor.dtype().is_float() { x.tensor.clone() } else { x.tensor.to_dtype(DType::F64)? };
+    let reach: Vec<(i64, i64)> = (0..k)
+        .map(|i| {
+            let need = (out[i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1;
+            (
+                pads[i].0 as i64,
+                need as i64 - input[i] as i64 - pads[i].0 as i64,
+            )
+        })
+        .collect();
+    let t = if x.tensor.dtype().is_float() {
+        x.tensor.clone()
+    } else {
+        x.tensor.to_dtype(DType::F64)?
+    };
     let fill = if max { f64::NEG_INFINITY } else { 0.0 };
     let xp = pad_trailing(&t, &reach, fill)?;
     let mut offsets = vec![vec![]];
     for &kk in &kernel {
-        offsets = offsets.into_iter().flat_map(|o: Vec<usize>| (0..kk).map(move |j| { let mut o = o.clone(); o.push(j); o })).collect();
+        offsets = offsets
+            .into_iter()
+            .flat_map(|o: Vec<usize>| {
+                (0..kk).map(move |j| {
+                    let mut o = o.clone();
+                    o.push(j);
+                    o
+                })
+            })
+            .collect();
     }
     let window = |src: &Tensor, off: &[usize]| -> Result<Tensor> {
         let mut v = src.clone();
         for i in 0..k {
             let st = off[i] * dil[i];
-            v = v.slice((2 + i) as isize, st as isize, (st + (out[i] - 1) * strides[i] + 1) as isize, strides[i])?;
+            v = v.slice(
+                (2 + i) as isize,
+                st as isize,
+                (st + (out[i] - 1) * strides[i] + 1) as isize,
+                strides[i],
+            )?;
         }
         Ok(v)
     };
@@ -414,7 +569,13 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
         let v = window(&xp, off)?;
         acc = Some(match acc {
             None => v,
-            Some(a) => if max { a.maximum(&v)? } else { a.add(&v)? },
+            Some(a) => {
+                if max {
+                    a.maximum(&v)?
+                } else {
+                    a.add(&v)?
+                }
+            }
         });
     }
     let mut y = acc.ok_or_else(|| n.err("empty kernel"))?;
@@ -423,21 +584,36 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
         let mut ones_shape = vec![1, 1];
         ones_shape.extend_from_slice(&input);
         let ones = Tensor::ones_on(ones_shape, y.dtype(), y.device())?;
-        let counted: Vec<(i64, i64)> = if include_pad { pads.iter().map(|&(b, e)| (b as i64, e as i64)).collect() } else { vec![(0, 0); k] };
+        let counted: Vec<(i64, i64)> = if include_pad {
+            pads.iter().map(|&(b, e)| (b as i64, e as i64)).collect()
+        } else {
+            vec![(0, 0); k]
+        };
         let c1 = pad_trailing(&ones, &counted, 1.0)?;
-        let rest: Vec<(i64, i64)> = (0..k).map(|i| (reach[i].0 - counted[i].0, reach[i].1 - counted[i].1)).collect();
+        let rest: Vec<(i64, i64)> = (0..k)
+            .map(|i| (reach[i].0 - counted[i].0, reach[i].1 - counted[i].1))
+            .collect();
         let cp = pad_trailing(&c1, &rest, 0.0)?;
         let mut cnt: Option<Tensor> = None;
         for off in &offsets {
             let v = window(&cp, off)?;
-            cnt = Some(match cnt { None => v, Some(a) => a.add(&v)? });
+            cnt = Some(match cnt {
+                None => v,
+                Some(a) => a.add(&v)?,
+            });
         }
         y = y.div(&cnt.ok_or_else(|| n.err("empty kernel"))?)?;
     }
-    let y = if x.tensor.dtype().is_float() { y } else { y.to_dtype(x.tensor.dtype())? };
+    let y = if x.tensor.dtype().is_float() {
+        y
+    } else {
+        y.to_dtype(x.tensor.dtype())?
+    };
     let mut outs = vec![Value::typed(y.clone(), x.elem)];
     if max && n.proto.output.len() > 1 {
-        outs.push(Value::new(pool_indices(n, x, &y, &kernel, &strides, &dil, &pads, &out)?));
+        outs.push(Value::new(pool_indices(
+            n, x, &y, &kernel, &strides, &dil, &pads, &out,
+        )?));
     }
     Ok(outs)
 }
@@ -445,7 +621,16 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
 /// MaxPool's second output: for each output, the flat index (over the whole input, or
 /// column-major within each plane with `storage_order = 1`) of the element chosen.
 #[allow(clippy::too_many_arguments)]
-fn pool_indices(n: &Node, x: &Value, y: &Tensor, kernel: &[usize], strides: &[usize], dil: &[usize], pads: &[(usize, usize)], out: &[usize]) -> Result<Tensor> {
+fn pool_indices(
+    n: &Node,
+    x: &Value,
+    y: &Tensor,
+    kernel: &[usize],
+    strides: &[usize],
+    dil: &[usize],
+    pads: &[(usize, usize)],
+    out: &[usize],
+) -> Result<Tensor> {
     let xv = x.tensor.to_f64_vec();
     let yv = y.to_f64_vec();
     let d = x.dims();
@@ -522,7 +707,12 @@ fn per_channel(t: &Tensor, r: usize, dt: DType) -> Result<Tensor> {
 
 fn batch_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
-    let (scale, bias, mean, var) = (req(n, ins, 1)?, req(n, ins, 2)?, req(n, ins, 3)?, req(n, ins, 4)?);
+    let (scale, bias, mean, var) = (
+        req(n, ins, 1)?,
+        req(n, ins, 2)?,
+        req(n, ins, 3)?,
+        req(n, ins, 4)?,
+    );
     let eps = n.f("epsilon", 1e-5) as f64;
     let (r, dt) = (x.dims().len().max(2), x.tensor.dtype());
     let training = n.i("training_mode", 0) != 0;
@@ -533,16 +723,30 @@ fn batch_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         let bv = x.tensor.sub(&bm)?.square()?.mean_dims(&dims, true)?;
         (bm, bv)
     } else {
-        (per_channel(&mean.tensor, r, dt)?, per_channel(&var.tensor, r, dt)?)
+        (
+            per_channel(&mean.tensor, r, dt)?,
+            per_channel(&var.tensor, r, dt)?,
+        )
     };
-    let inv = v.add_scalar(eps)?.rsqrt()?.mul(&per_channel(&scale.tensor, r, dt)?)?;
+    let inv = v
+        .add_scalar(eps)?
+        .rsqrt()?
+        .mul(&per_channel(&scale.tensor, r, dt)?)?;
     let shift = per_channel(&bias.tensor, r, dt)?.sub(&m.mul(&inv)?)?;
     let mut outs = vec![Value::typed(x.tensor.mul(&inv)?.add(&shift)?, x.elem)];
     if training && n.proto.output.len() > 1 {
         let mom = n.f("momentum", 0.9) as f64;
         let c = mean.dims().to_vec();
-        let rm = mean.tensor.mul_scalar(mom)?.add(&m.reshape(c.clone())?.to_dtype(mean.tensor.dtype())?.mul_scalar(1.0 - mom)?)?;
-        let rv = var.tensor.mul_scalar(mom)?.add(&v.reshape(c)?.to_dtype(var.tensor.dtype())?.mul_scalar(1.0 - mom)?)?;
+        let rm = mean.tensor.mul_scalar(mom)?.add(
+            &m.reshape(c.clone())?
+                .to_dtype(mean.tensor.dtype())?
+                .mul_scalar(1.0 - mom)?,
+        )?;
+        let rv = var.tensor.mul_scalar(mom)?.add(
+            &v.reshape(c)?
+                .to_dtype(var.tensor.dtype())?
+                .mul_scalar(1.0 - mom)?,
+        )?;
         outs.push(Value::typed(rm, mean.elem));
         outs.push(Value::typed(rv, var.elem));
     }
@@ -563,7 +767,9 @@ fn instance_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let eps = n.f("epsilon", 1e-5) as f64;
     let dims: Vec<isize> = (2..r as isize).collect();
     let dt = x.tensor.dtype();
-    let y = standardize(&x.tensor, &dims, eps)?.mul(&per_channel(&s.tensor, r, dt)?)?.add(&per_channel(&b.tensor, r, dt)?)?;
+    let y = standardize(&x.tensor, &dims, eps)?
+        .mul(&per_channel(&s.tensor, r, dt)?)?
+        .add(&per_channel(&b.tensor, r, dt)?)?;
     same(y, x)
 }
 
@@ -577,18 +783,30 @@ fn layer_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let norm = &x.dims()[a..];
     let dt = x.tensor.dtype();
     let want_stats = n.proto.output.len() > 1;
-    if !want_stats && scale.dims() == norm && bias.is_none_or(|b| b.dims() == norm) && dt.is_float() {
+    if !want_stats && scale.dims() == norm && bias.is_none_or(|b| b.dims() == norm) && dt.is_float()
+    {
         let s = scale.tensor.to_dtype(dt)?;
         let b = bias.map(|b| b.tensor.to_dtype(dt)).transpose()?;
-        return same(crate::nn::functional::layer_norm(&x.tensor, norm, Some(&s), b.as_ref(), eps)?, x);
+        return same(
+            crate::nn::functional::layer_norm(&x.tensor, norm, Some(&s), b.as_ref(), eps)?,
+            x,
+        );
     }
     // stash_type 1: statistics in float32 (f64 stays f64)
-    let work = if dt == DType::F64 { DType::F64 } else { DType::F32 };
+    let work = if dt == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let xt = x.tensor.to_dtype(work)?;
     let dims: Vec<isize> = (a as isize..r as isize).collect();
     let mean = xt.mean_dims(&dims, true)?;
     let c = xt.sub(&mean)?;
-    let inv = c.square()?.mean_dims(&dims, true)?.add_scalar(eps)?.rsqrt()?;
+    let inv = c
+        .square()?
+        .mean_dims(&dims, true)?
+        .add_scalar(eps)?
+        .rsqrt()?;
     let mut y = c.mul(&inv)?.mul(&scale.tensor.to_dtype(work)?)?;
     if let Some(b) = bias {
         y = y.add(&b.tensor.to_dtype(work)?)?;
@@ -611,15 +829,28 @@ fn group_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (g, c) = (g as usize, d[1]);
     let eps = n.f("epsilon", 1e-5) as f64;
     let dt = x.tensor.dtype();
-    let work = if dt == DType::F64 { DType::F64 } else { DType::F32 };
-    let grouped = x.tensor.to_dtype(work)?.reshape(vec![d[0], g, x.tensor.numel() / (d[0] * g).max(1)])?;
+    let work = if dt == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let grouped =
+        x.tensor
+            .to_dtype(work)?
+            .reshape(vec![d[0], g, x.tensor.numel() / (d[0] * g).max(1)])?;
     let y = standardize(&grouped, &[2], eps)?.reshape(d)?;
     let r = d.len();
     // opset 18 gives one scale per group, opset 21 one per channel
     let expand = |t: &Tensor| -> Result<Tensor> {
         let t = t.to_dtype(work)?;
         if t.numel() == g && g != c {
-            per_channel(&t.reshape(vec![g, 1])?.broadcast_to(vec![g, c / g])?.reshape(vec![c])?, r, work)
+            per_channel(
+                &t.reshape(vec![g, 1])?
+                    .broadcast_to(vec![g, c / g])?
+                    .reshape(vec![c])?,
+                r,
+                work,
+            )
         } else {
             per_channel(&t, r, work)
         }
@@ -634,10 +865,18 @@ fn rms_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let a = axis(n, n.i("axis", -1), r)?;
     let eps = n.f("epsilon", 1e-5) as f64;
     let dt = x.tensor.dtype();
-    let work = if dt == DType::F64 { DType::F64 } else { DType::F32 };
+    let work = if dt == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let xt = x.tensor.to_dtype(work)?;
     let dims: Vec<isize> = (a as isize..r as isize).collect();
-    let inv = xt.square()?.mean_dims(&dims, true)?.add_scalar(eps)?.rsqrt()?;
+    let inv = xt
+        .square()?
+        .mean_dims(&dims, true)?
+        .add_scalar(eps)?
+        .rsqrt()?;
     let y = xt.mul(&inv)?.mul(&s.tensor.to_dtype(work)?)?;
     same(y.to_dtype(dt)?, x)
 }
@@ -652,7 +891,11 @@ fn lp_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     };
     // a zero vector stays zero
     let zero = norm.eq_scalar(0.0)?;
-    let safe = Tensor::where_(&zero, &Tensor::ones_on((), norm.dtype(), norm.device())?, &norm)?;
+    let safe = Tensor::where_(
+        &zero,
+        &Tensor::ones_on((), norm.dtype(), norm.device())?,
+        &norm,
+    )?;
     same(x.tensor.div(&safe)?, x)
 }
 
@@ -660,7 +903,10 @@ fn mvn(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let r = x.dims().len();
     let axes = n.ints("axes").unwrap_or_else(|| vec![0, 2, 3]);
-    let dims: Vec<isize> = axes.iter().map(|&a| axis(n, a, r).map(|v| v as isize)).collect::<Result<_>>()?;
+    let dims: Vec<isize> = axes
+        .iter()
+        .map(|&a| axis(n, a, r).map(|v| v as isize))
+        .collect::<Result<_>>()?;
     let mean = x.tensor.mean_dims(&dims, true)?;
     let c = x.tensor.sub(&mean)?;
     let std = c.square()?.mean_dims(&dims, true)?.sqrt()?;
@@ -669,7 +915,11 @@ fn mvn(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 
 fn lrn(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
-    let (alpha, beta, bias) = (n.f("alpha", 1e-4) as f64, n.f("beta", 0.75) as f64, n.f("bias", 1.0) as f64);
+    let (alpha, beta, bias) = (
+        n.f("alpha", 1e-4) as f64,
+        n.f("beta", 0.75) as f64,
+        n.f("bias", 1.0) as f64,
+    );
     let size = n.i("size", 0).max(1) as usize;
     let d = x.dims();
     if d.len() < 3 {
@@ -686,6 +936,9 @@ fn lrn(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     for s in 1..size {
         acc = acc.add(&p.narrow(1, s, d[1])?)?;
     }
-    let den = acc.mul_scalar(alpha / size as f64)?.add_scalar(bias)?.powf(beta)?;
+    let den = acc
+        .mul_scalar(alpha / size as f64)?
+        .add_scalar(bias)?
+        .powf(beta)?;
     same(x.tensor.div(&den)?, x)
 }

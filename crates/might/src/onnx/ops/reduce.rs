@@ -60,7 +60,11 @@ fn reduce(n: &Node, ins: &[Option<Value>], red: Red) -> Result<Vec<Value>> {
         _ => (0..r).collect(),
     };
     let float = x.tensor.dtype().is_float();
-    let t = if float { x.tensor.clone() } else { x.tensor.to_dtype(DType::F64)? };
+    let t = if float {
+        x.tensor.clone()
+    } else {
+        x.tensor.to_dtype(DType::F64)?
+    };
     let mut out_dims: Vec<usize> = Vec::new();
     for (d, &s) in x.dims().iter().enumerate() {
         if !axes.contains(&d) {
@@ -103,14 +107,26 @@ fn reduce(n: &Node, ins: &[Option<Value>], red: Red) -> Result<Vec<Value>> {
             Red::LogSumExp => {
                 let m = each(&t, &|t, d| Ok(t.max(d, true)?.0))?;
                 // all -inf rows stay -inf instead of NaN
-                let finite = Tensor::where_(&m.abs()?.eq_scalar(f64::INFINITY)?, &Tensor::zeros_on((), m.dtype(), m.device())?, &m)?;
-                t.sub(&finite)?.exp()?.sum_dims(&dims, true)?.log()?.add(&finite)?
+                let finite = Tensor::where_(
+                    &m.abs()?.eq_scalar(f64::INFINITY)?,
+                    &Tensor::zeros_on((), m.dtype(), m.device())?,
+                    &m,
+                )?;
+                t.sub(&finite)?
+                    .exp()?
+                    .sum_dims(&dims, true)?
+                    .log()?
+                    .add(&finite)?
             }
             Red::SumSquare => t.square()?.sum_dims(&dims, true)?,
         };
         y.reshape(out_dims)?
     };
-    let y = if float { y } else { y.round()?.to_dtype(x.tensor.dtype())? };
+    let y = if float {
+        y
+    } else {
+        y.round()?.to_dtype(x.tensor.dtype())?
+    };
     same(y, x)
 }
 
@@ -120,14 +136,25 @@ fn arg(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
     let keep = n.i("keepdims", 1) != 0;
     let last = n.i("select_last_index", 0) != 0;
     let len = x.dims()[a];
-    let t = if x.tensor.dtype().is_float() { x.tensor.clone() } else { x.tensor.to_dtype(DType::F64)? };
+    let t = if x.tensor.dtype().is_float() {
+        x.tensor.clone()
+    } else {
+        x.tensor.to_dtype(DType::F64)?
+    };
     let t = if last {
         let rev: Vec<i64> = (0..len as i64).rev().collect();
-        t.index_select(a as isize, &Tensor::from_vec(rev, [len])?.to_device(t.device())?)?
+        t.index_select(
+            a as isize,
+            &Tensor::from_vec(rev, [len])?.to_device(t.device())?,
+        )?
     } else {
         t
     };
-    let mut idx = if max { t.argmax(a as isize, keep)? } else { t.argmin(a as isize, keep)? };
+    let mut idx = if max {
+        t.argmax(a as isize, keep)?
+    } else {
+        t.argmin(a as isize, keep)?
+    };
     if last {
         idx = idx.affine(-1.0, len as f64 - 1.0)?;
     }

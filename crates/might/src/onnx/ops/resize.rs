@@ -18,7 +18,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
 }
 
 /// A non-empty optional input.
-fn given<'v>(ins: &'v [Option<Value>], i: usize) -> Option<&'v Value> {
+fn given(ins: &[Option<Value>], i: usize) -> Option<&Value> {
     opt(ins, i).filter(|v| v.tensor.numel() > 0)
 }
 
@@ -26,13 +26,43 @@ fn upsample(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let scales: Vec<f64> = match given(ins, 1) {
         Some(s) => s.tensor.to_f64_vec(),
-        None => n.floats("scales").unwrap_or_default().iter().map(|&v| v as f64).collect(),
+        None => n
+            .floats("scales")
+            .unwrap_or_default()
+            .iter()
+            .map(|&v| v as f64)
+            .collect(),
     };
     let mode = n.s("mode", "nearest");
-    let mode = if mode == "bilinear" { "linear".to_string() } else { mode };
-    let cfg = Cfg { mode, coord: "asymmetric".into(), nearest: "floor".into(), a: -0.75, exclude: false, extrap: 0.0, antialias: false };
-    let sizes: Vec<usize> = x.dims().iter().zip(&scales).map(|(&d, &s)| (d as f64 * s) as usize).collect();
-    run(n, x, scales, sizes, (0..x.dims().len()).collect(), None, &cfg)
+    let mode = if mode == "bilinear" {
+        "linear".to_string()
+    } else {
+        mode
+    };
+    let cfg = Cfg {
+        mode,
+        coord: "asymmetric".into(),
+        nearest: "floor".into(),
+        a: -0.75,
+        exclude: false,
+        extrap: 0.0,
+        antialias: false,
+    };
+    let sizes: Vec<usize> = x
+        .dims()
+        .iter()
+        .zip(&scales)
+        .map(|(&d, &s)| (d as f64 * s) as usize)
+        .collect();
+    run(
+        n,
+        x,
+        scales,
+        sizes,
+        (0..x.dims().len()).collect(),
+        None,
+        &cfg,
+    )
 }
 
 struct Cfg {
@@ -49,15 +79,36 @@ fn resize(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let r = x.dims().len();
     // opset 10: (X, scales)
-    let (roi, scales, sizes) = if n.opset < 11 { (None, given(ins, 1), None) } else { (given(ins, 1), given(ins, 2), given(ins, 3)) };
+    let (roi, scales, sizes) = if n.opset < 11 {
+        (None, given(ins, 1), None)
+    } else {
+        (given(ins, 1), given(ins, 2), given(ins, 3))
+    };
     let axes: Vec<usize> = match n.ints("axes") {
-        Some(a) => a.iter().map(|&a| super::axis(n, a, r)).collect::<Result<_>>()?,
+        Some(a) => a
+            .iter()
+            .map(|&a| super::axis(n, a, r))
+            .collect::<Result<_>>()?,
         None => (0..r).collect(),
     };
     let cfg = Cfg {
         mode: n.s("mode", "nearest"),
-        coord: n.s("coordinate_transformation_mode", if n.opset < 11 { "asymmetric" } else { "half_pixel" }),
-        nearest: n.s("nearest_mode", if n.opset < 11 { "floor" } else { "round_prefer_floor" }),
+        coord: n.s(
+            "coordinate_transformation_mode",
+            if n.opset < 11 {
+                "asymmetric"
+            } else {
+                "half_pixel"
+            },
+        ),
+        nearest: n.s(
+            "nearest_mode",
+            if n.opset < 11 {
+                "floor"
+            } else {
+                "round_prefer_floor"
+            },
+        ),
         a: n.f("cubic_coeff_a", -0.75) as f64,
         exclude: n.i("exclude_outside", 0) != 0,
         extrap: n.f("extrapolation_value", 0.0) as f64,
@@ -78,7 +129,11 @@ fn resize(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             let policy = n.s("keep_aspect_ratio_policy", "stretch");
             if policy != "stretch" {
                 let pick = axes.iter().map(|&a| scale[a]);
-                let s = if policy == "not_larger" { pick.fold(f64::INFINITY, f64::min) } else { pick.fold(f64::NEG_INFINITY, f64::max) };
+                let s = if policy == "not_larger" {
+                    pick.fold(f64::INFINITY, f64::min)
+                } else {
+                    pick.fold(f64::NEG_INFINITY, f64::max)
+                };
                 for &a in &axes {
                     scale[a] = s;
                     size[a] = (s * x.dims()[a] as f64 + 0.5) as usize;
@@ -100,7 +155,11 @@ fn resize(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         }
         (None, None) => return Err(n.err("needs scales or sizes")),
     }
-    crate::limits::check_alloc("Resize", &crate::Shape::from(size.clone()), x.tensor.dtype())?;
+    crate::limits::check_alloc(
+        "Resize",
+        &crate::Shape::from(size.clone()),
+        x.tensor.dtype(),
+    )?;
     let roi = match roi {
         Some(v) => {
             let v = v.tensor.to_f64_vec();
@@ -117,13 +176,23 @@ fn resize(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     run(n, x, scale, size, axes, roi, &cfg)
 }
 
-fn run(n: &Node, x: &Value, scale: Vec<f64>, size: Vec<usize>, axes: Vec<usize>, roi: Option<Vec<f64>>, cfg: &Cfg) -> Result<Vec<Value>> {
+fn run(
+    n: &Node,
+    x: &Value,
+    scale: Vec<f64>,
+    size: Vec<usize>,
+    axes: Vec<usize>,
+    roi: Option<Vec<f64>>,
+    cfg: &Cfg,
+) -> Result<Vec<Value>> {
     let r = x.dims().len();
     let dt = x.tensor.dtype();
     let mut t = x.tensor.to_dtype(DType::F64)?;
     for &a in &axes {
         let axis_roi = roi.as_ref().map(|v| (v[a], v[a + r]));
-        let identity = (scale[a] - 1.0).abs() < 1e-12 && size[a] == t.dims()[a] && axis_roi.is_none_or(|(s, e)| s == 0.0 && e == 1.0);
+        let identity = (scale[a] - 1.0).abs() < 1e-12
+            && size[a] == t.dims()[a]
+            && axis_roi.is_none_or(|(s, e)| s == 0.0 && e == 1.0);
         if identity {
             continue;
         }
@@ -133,7 +202,11 @@ fn run(n: &Node, x: &Value, scale: Vec<f64>, size: Vec<usize>, axes: Vec<usize>,
         t.to_dtype(dt)?
     } else {
         // integers saturate to their range
-        let (lo, hi) = if dt == DType::U8 { (0.0, 255.0) } else { (i64::MIN as f64, i64::MAX as f64) };
+        let (lo, hi) = if dt == DType::U8 {
+            (0.0, 255.0)
+        } else {
+            (i64::MIN as f64, i64::MAX as f64)
+        };
         t.round()?.clamp(Some(lo), Some(hi))?.to_dtype(dt)?
     };
     same(y, x)
@@ -167,7 +240,9 @@ fn coeffs(cfg: &Cfg, ratio: f64, scale: f64) -> Vec<f64> {
                 }
             };
             let start = (-2.0 / s).floor() as i64 + 1;
-            let c: Vec<f64> = (start..2 - start).map(|i| f(s * (i as f64 - ratio))).collect();
+            let c: Vec<f64> = (start..2 - start)
+                .map(|i| f(s * (i as f64 - ratio)))
+                .collect();
             let sum: f64 = c.iter().sum();
             c.iter().map(|v| v / sum).collect()
         }
@@ -183,7 +258,9 @@ fn coeffs(cfg: &Cfg, ratio: f64, scale: f64) -> Vec<f64> {
         _ if cfg.antialias => {
             let s = scale.min(1.0);
             let start = (-1.0 / s).floor() as i64 + 1;
-            let c: Vec<f64> = (start..start + 2 - 2 * start).map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0)).collect();
+            let c: Vec<f64> = (start..start + 2 - 2 * start)
+                .map(|i| (1.0 - ((i as f64 - ratio) * s).abs()).clamp(0.0, 1.0))
+                .collect();
             let sum: f64 = c.iter().sum();
             c.iter().map(|v| v / sum).collect()
         }
@@ -191,7 +268,15 @@ fn coeffs(cfg: &Cfg, ratio: f64, scale: f64) -> Vec<f64> {
     }
 }
 
-fn along_axis(n: &Node, t: &Tensor, a: usize, scale: f64, out: usize, roi: Option<(f64, f64)>, cfg: &Cfg) -> Result<Tensor> {
+fn along_axis(
+    n: &Node,
+    t: &Tensor,
+    a: usize,
+    scale: f64,
+    out: usize,
+    roi: Option<(f64, f64)>,
+    cfg: &Cfg,
+) -> Result<Tensor> {
     let inw = t.dims()[a];
     if out == 0 || inw == 0 {
         let mut d = t.dims().to_vec();
@@ -205,16 +290,32 @@ fn along_axis(n: &Node, t: &Tensor, a: usize, scale: f64, out: usize, roi: Optio
     for (y, ext) in extrapolated.iter_mut().enumerate() {
         let yf = y as f64;
         let x = match cfg.coord.as_str() {
-            "align_corners" => if outw == 1.0 { 0.0 } else { yf * (inw as f64 - 1.0) / (outw - 1.0) },
+            "align_corners" => {
+                if outw == 1.0 {
+                    0.0
+                } else {
+                    yf * (inw as f64 - 1.0) / (outw - 1.0)
+                }
+            }
             "asymmetric" => yf / scale,
             "tf_crop_and_resize" => {
                 let (s, e) = roi.ok_or_else(|| n.err("tf_crop_and_resize needs roi"))?;
-                let x = if outw == 1.0 { (e - s) * (inw as f64 - 1.0) / 2.0 } else { yf * (e - s) * (inw as f64 - 1.0) / (outw - 1.0) };
+                let x = if outw == 1.0 {
+                    (e - s) * (inw as f64 - 1.0) / 2.0
+                } else {
+                    yf * (e - s) * (inw as f64 - 1.0) / (outw - 1.0)
+                };
                 let x = x + s * (inw as f64 - 1.0);
                 *ext = x < 0.0 || x > inw as f64 - 1.0;
                 x
             }
-            "pytorch_half_pixel" => if outw == 1.0 { -0.5 } else { (yf + 0.5) / scale - 0.5 },
+            "pytorch_half_pixel" => {
+                if outw == 1.0 {
+                    -0.5
+                } else {
+                    (yf + 0.5) / scale - 0.5
+                }
+            }
             "half_pixel_symmetric" => {
                 let adj = out as f64 / outw;
                 let center = inw as f64 / 2.0;
@@ -232,11 +333,19 @@ fn along_axis(n: &Node, t: &Tensor, a: usize, scale: f64, out: usize, roi: Optio
         let xp = x + pad;
         let p = xp.floor();
         let frac = xp - p;
-        let off = if k % 2 == 0 {
-            if frac == 0.0 { -((k / 2) as i64) } else { -((k / 2) as i64) + 1 }
+        let off = if k.is_multiple_of(2) {
+            if frac == 0.0 {
+                -((k / 2) as i64)
+            } else {
+                -((k / 2) as i64) + 1
+            }
         } else {
             let base = -(((k - 1) / 2) as i64);
-            if frac <= 0.5 { base } else { base + 1 }
+            if frac <= 0.5 {
+                base
+            } else {
+                base + 1
+            }
         };
         let start = p as i64 + off - pad as i64;
         let idx: Vec<i64> = (0..k as i64).map(|j| start + j).collect();
@@ -259,11 +368,17 @@ fn along_axis(n: &Node, t: &Tensor, a: usize, scale: f64, out: usize, roi: Optio
     shape[a] = out;
     let mut acc: Option<Tensor> = None;
     for j in 0..k {
-        let w: Vec<f64> = weights.iter().map(|c| c.get(j).copied().unwrap_or(0.0)).collect();
+        let w: Vec<f64> = weights
+            .iter()
+            .map(|c| c.get(j).copied().unwrap_or(0.0))
+            .collect();
         if w.iter().all(|&v| v == 0.0) {
             continue;
         }
-        let idx: Vec<i64> = taps.iter().map(|ix| ix.get(j).copied().unwrap_or(0)).collect();
+        let idx: Vec<i64> = taps
+            .iter()
+            .map(|ix| ix.get(j).copied().unwrap_or(0))
+            .collect();
         let picked = t.index_select(a as isize, &Tensor::from_vec(idx, [out])?.to_device(dev)?)?;
         let term = picked.mul(&Tensor::from_vec(w, shape.clone())?.to_device(dev)?)?;
         acc = Some(match acc {

@@ -24,7 +24,13 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Expand" => expand,
         "Tile" => tile,
         "Shape" => shape,
-        "Size" => |n, i| host_i64(vec![req(n, i, 0)?.tensor.numel() as i64], vec![], &req(n, i, 0)?.tensor),
+        "Size" => |n, i| {
+            host_i64(
+                vec![req(n, i, 0)?.tensor.numel() as i64],
+                vec![],
+                &req(n, i, 0)?.tensor,
+            )
+        },
         "Constant" => constant,
         "ConstantOfShape" => constant_of_shape,
         "Range" => range,
@@ -70,7 +76,11 @@ fn reshape(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let mut dims = Vec::with_capacity(spec.len());
     for (i, &d) in spec.iter().enumerate() {
         dims.push(match d {
-            0 if !allow_zero => *x.dims().get(i).ok_or_else(|| n.err(format!("shape {spec:?}: no input dim {i} to copy")))? as isize,
+            0 if !allow_zero => *x
+                .dims()
+                .get(i)
+                .ok_or_else(|| n.err(format!("shape {spec:?}: no input dim {i} to copy")))?
+                as isize,
             d if d < -1 => return Err(n.err(format!("invalid shape {spec:?}"))),
             d => d as isize,
         });
@@ -134,11 +144,20 @@ fn unsqueeze(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let axes = axes_of(n, ins, 1, 13)?.ok_or_else(|| n.err("axes are required"))?;
     let out_rank = x.dims().len() + axes.len();
-    let mut axes: Vec<usize> = axes.iter().map(|&a| axis(n, a, out_rank)).collect::<Result<_>>()?;
+    let mut axes: Vec<usize> = axes
+        .iter()
+        .map(|&a| axis(n, a, out_rank))
+        .collect::<Result<_>>()?;
     axes.sort_unstable();
     let mut src = x.dims().iter();
     let dims: Vec<usize> = (0..out_rank)
-        .map(|d| if axes.contains(&d) { 1 } else { *src.next().unwrap_or(&1) })
+        .map(|d| {
+            if axes.contains(&d) {
+                1
+            } else {
+                *src.next().unwrap_or(&1)
+            }
+        })
         .collect();
     same(x.tensor.reshape(dims)?, x)
 }
@@ -156,15 +175,25 @@ fn split(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let a = axis(n, n.i("axis", 0), x.dims().len())?;
     let len = x.dims()[a];
     let outs = n.proto.output.len();
-    let sizes: Vec<usize> = match if n.opset >= 13 { opt(ins, 1).map(ints).transpose()? } else { n.ints("split") } {
+    let sizes: Vec<usize> = match if n.opset >= 13 {
+        opt(ins, 1).map(ints).transpose()?
+    } else {
+        n.ints("split")
+    } {
         Some(s) if !s.is_empty() => s.iter().map(|&v| v.max(0) as usize).collect(),
         _ => {
-            let k = if n.has("num_outputs") { n.i("num_outputs", 1) as usize } else { outs };
+            let k = if n.has("num_outputs") {
+                n.i("num_outputs", 1) as usize
+            } else {
+                outs
+            };
             if k == 0 {
                 return Err(n.err("zero outputs"));
             }
             let chunk = len.div_ceil(k);
-            (0..k).map(|i| chunk.min(len.saturating_sub(i * chunk))).collect()
+            (0..k)
+                .map(|i| chunk.min(len.saturating_sub(i * chunk)))
+                .collect()
         }
     };
     if sizes.iter().sum::<usize>() != len {
@@ -183,7 +212,12 @@ fn slice(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let r = x.dims().len();
     let (starts, ends, axes, steps) = if n.opset < 10 {
-        (n.ints("starts").unwrap_or_default(), n.ints("ends").unwrap_or_default(), n.ints("axes"), None)
+        (
+            n.ints("starts").unwrap_or_default(),
+            n.ints("ends").unwrap_or_default(),
+            n.ints("axes"),
+            None,
+        )
     } else {
         (
             ints(req(n, ins, 1)?)?,
@@ -206,7 +240,10 @@ fn slice(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             return Err(n.err("step 0"));
         }
         let fix = |v: i64| if v < 0 { v + dim } else { v };
-        let (s, e) = (fix(starts[i].clamp(-dim - 1, dim.max(0) + 1)), fix(ends[i].clamp(-dim - 1, dim + 1)));
+        let (s, e) = (
+            fix(starts[i].clamp(-dim - 1, dim.max(0) + 1)),
+            fix(ends[i].clamp(-dim - 1, dim + 1)),
+        );
         if step > 0 {
             let (s, e) = (s.clamp(0, dim), e.clamp(0, dim));
             t = t.slice(d as isize, s as isize, e.max(s) as isize, step as usize)?;
@@ -227,7 +264,9 @@ fn fix_indices(n: &Node, idx: &Value, len: usize) -> Result<Vec<i64>> {
         .map(|i| {
             let j = if i < 0 { i + len as i64 } else { i };
             if j < 0 || j >= len as i64 {
-                Err(n.err(format!("index {i} out of range for an axis of length {len}")))
+                Err(n.err(format!(
+                    "index {i} out of range for an axis of length {len}"
+                )))
             } else {
                 Ok(j)
             }
@@ -259,9 +298,13 @@ fn gather_nd(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (x, idx) = (req(n, ins, 0)?, req(n, ins, 1)?);
     let b = n.i("batch_dims", 0) as usize;
     let (xd, id) = (x.dims(), idx.dims());
-    let k = *id.last().ok_or_else(|| n.err("indices must have rank >= 1"))?;
+    let k = *id
+        .last()
+        .ok_or_else(|| n.err("indices must have rank >= 1"))?;
     if b >= id.len() || b + k > xd.len() || xd[..b] != id[..b] {
-        return Err(n.err(format!("indices {id:?} do not fit data {xd:?} with batch_dims {b}")));
+        return Err(n.err(format!(
+            "indices {id:?} do not fit data {xd:?} with batch_dims {b}"
+        )));
     }
     let batch: usize = xd[..b].iter().product();
     let rows_per_batch: usize = xd[b..b + k].iter().product();
@@ -335,7 +378,10 @@ fn scatter_elements(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 fn scatter_nd(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (x, idx, upd) = (req(n, ins, 0)?, req(n, ins, 1)?, req(n, ins, 2)?);
     let xd = x.dims();
-    let k = *idx.dims().last().ok_or_else(|| n.err("indices must have rank >= 1"))?;
+    let k = *idx
+        .dims()
+        .last()
+        .ok_or_else(|| n.err("indices must have rank >= 1"))?;
     if k > xd.len() {
         return Err(n.err("index tuples longer than the data's rank"));
     }
@@ -359,7 +405,10 @@ fn scatter_nd(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 
 fn expand(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
-    let dims: Vec<usize> = ints(req(n, ins, 1)?)?.iter().map(|&d| d.max(0) as usize).collect();
+    let dims: Vec<usize> = ints(req(n, ins, 1)?)?
+        .iter()
+        .map(|&d| d.max(0) as usize)
+        .collect();
     let target = crate::broadcast_shapes("Expand", x.tensor.shape(), &Shape::from(dims))?;
     same(x.tensor.broadcast_to(&target)?.contiguous()?, x)
 }
@@ -368,7 +417,10 @@ fn tile(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let reps = ints(req(n, ins, 1)?)?;
     if reps.len() != x.dims().len() || reps.iter().any(|&r| r < 0) {
-        return Err(n.err(format!("repeats {reps:?} do not fit rank {}", x.dims().len())));
+        return Err(n.err(format!(
+            "repeats {reps:?} do not fit rank {}",
+            x.dims().len()
+        )));
     }
     let mut inter = Vec::new();
     let mut big = Vec::new();
@@ -412,9 +464,15 @@ fn constant(n: &Node, _ins: &[Option<Value>]) -> Result<Vec<Value>> {
 }
 
 fn constant_of_shape(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
-    let dims: Vec<usize> = ints(req(n, ins, 0)?)?.iter().map(|&d| d.max(0) as usize).collect();
+    let dims: Vec<usize> = ints(req(n, ins, 0)?)?
+        .iter()
+        .map(|&d| d.max(0) as usize)
+        .collect();
     let (val, e) = match n.tensor("value")? {
-        Some(v) => (v.tensor.to_f64_vec().first().copied().unwrap_or(0.0), v.elem),
+        Some(v) => (
+            v.tensor.to_f64_vec().first().copied().unwrap_or(0.0),
+            v.elem,
+        ),
         None => (0.0, elem::FLOAT),
     };
     let dt = dtype_of(e).ok_or_else(|| n.err("unsupported value type"))?;
@@ -423,28 +481,52 @@ fn constant_of_shape(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 
 fn range(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let s = req(n, ins, 0)?;
-    let scalar = |i| -> Result<f64> { req(n, ins, i)?.tensor.to_f64_vec().first().copied().ok_or_else(|| n.err("empty scalar")) };
+    let scalar = |i| -> Result<f64> {
+        req(n, ins, i)?
+            .tensor
+            .to_f64_vec()
+            .first()
+            .copied()
+            .ok_or_else(|| n.err("empty scalar"))
+    };
     let (start, limit, delta) = (scalar(0)?, scalar(1)?, scalar(2)?);
     if delta == 0.0 {
         return Err(n.err("delta 0"));
     }
     let count = ((limit - start) / delta).ceil().max(0.0);
     crate::limits::check_alloc("Range", &Shape::from(count as usize), s.tensor.dtype())?;
-    let v: Vec<f64> = (0..count as usize).map(|i| start + i as f64 * delta).collect();
+    let v: Vec<f64> = (0..count as usize)
+        .map(|i| start + i as f64 * delta)
+        .collect();
     let len = v.len();
     Ok(vec![host_like(v, vec![len], s)?])
 }
 
 /// Convert `x` to ONNX element type `to`.
 fn cast_to(n: &Node, x: &Value, to: i32) -> Result<Value> {
-    let dt = dtype_of(to).ok_or_else(|| n.err(format!("cast to {} is not supported", elem_name(to))))?;
+    let dt =
+        dtype_of(to).ok_or_else(|| n.err(format!("cast to {} is not supported", elem_name(to))))?;
     let mut t = x.tensor.clone();
     if t.dtype().is_float() && dt == DType::I64 {
         // float -> integer truncates toward zero
-        let v: Vec<i64> = t.to_f64_vec().into_iter().map(|f| if f.is_nan() { i64::MIN } else { f.trunc() as i64 }).collect();
+        let v: Vec<i64> = t
+            .to_f64_vec()
+            .into_iter()
+            .map(|f| {
+                if f.is_nan() {
+                    i64::MIN
+                } else {
+                    f.trunc() as i64
+                }
+            })
+            .collect();
         t = Tensor::from_vec(v, t.dims())?.to_device(x.tensor.device())?;
     } else if t.dtype().is_float() && dt == DType::U8 {
-        let v: Vec<u8> = t.to_f64_vec().into_iter().map(|f| f.trunc() as i64 as u8).collect();
+        let v: Vec<u8> = t
+            .to_f64_vec()
+            .into_iter()
+            .map(|f| f.trunc() as i64 as u8)
+            .collect();
         t = Tensor::from_vec(v, t.dims())?.to_device(x.tensor.device())?;
     } else if t.dtype() == DType::I64 && dt == DType::U8 {
         let v: Vec<u8> = ints(x)?.into_iter().map(|f| f as u8).collect();
@@ -479,7 +561,9 @@ fn dropout(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     }
     let mut out = vec![x.clone()];
     if n.proto.output.len() > 1 {
-        out.push(Value::new(Tensor::full(x.dims(), 1.0, DType::Bool)?.to_device(x.tensor.device())?));
+        out.push(Value::new(
+            Tensor::full(x.dims(), 1.0, DType::Bool)?.to_device(x.tensor.device())?,
+        ));
     }
     Ok(out)
 }
@@ -490,11 +574,16 @@ fn pad(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (pads, value) = if n.opset < 11 {
         (n.ints("pads").unwrap_or_default(), n.f("value", 0.0) as f64)
     } else {
-        let v = opt(ins, 2).and_then(|v| v.tensor.to_f64_vec().first().copied()).unwrap_or(0.0);
+        let v = opt(ins, 2)
+            .and_then(|v| v.tensor.to_f64_vec().first().copied())
+            .unwrap_or(0.0);
         (ints(req(n, ins, 1)?)?, v)
     };
     let axes: Vec<usize> = match opt(ins, 3) {
-        Some(a) => ints(a)?.iter().map(|&a| axis(n, a, r)).collect::<Result<_>>()?,
+        Some(a) => ints(a)?
+            .iter()
+            .map(|&a| axis(n, a, r))
+            .collect::<Result<_>>()?,
         None => (0..r).collect(),
     };
     if pads.len() != 2 * axes.len() {
@@ -527,7 +616,16 @@ fn pad(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
                 "reflect" => {
                     let p = 2 * (len - 1).max(1);
                     let m = j.rem_euclid(p);
-                    (if len == 1 { 0 } else if m < len { m } else { p - m }, true)
+                    (
+                        if len == 1 {
+                            0
+                        } else if m < len {
+                            m
+                        } else {
+                            p - m
+                        },
+                        true,
+                    )
                 }
                 "edge" => (j.clamp(0, len - 1), true),
                 "wrap" => (j.rem_euclid(len), true),
@@ -560,26 +658,46 @@ fn pad(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 
 fn trilu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
-    let k = opt(ins, 1).map(ints).transpose()?.and_then(|v| v.first().copied()).unwrap_or(0);
-    let t = if n.i("upper", 1) != 0 { x.tensor.triu(k)? } else { x.tensor.tril(k)? };
+    let k = opt(ins, 1)
+        .map(ints)
+        .transpose()?
+        .and_then(|v| v.first().copied())
+        .unwrap_or(0);
+    let t = if n.i("upper", 1) != 0 {
+        x.tensor.triu(k)?
+    } else {
+        x.tensor.tril(k)?
+    };
     same(t, x)
 }
 
 fn one_hot(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (idx, depth, values) = (req(n, ins, 0)?, req(n, ins, 1)?, req(n, ins, 2)?);
-    let depth = depth.tensor.to_f64_vec().first().copied().ok_or_else(|| n.err("empty depth"))? as i64;
+    let depth = depth
+        .tensor
+        .to_f64_vec()
+        .first()
+        .copied()
+        .ok_or_else(|| n.err("empty depth"))? as i64;
     if depth <= 0 {
         return Err(n.err(format!("depth {depth}")));
     }
     let vals = values.tensor.to_f64_vec();
-    let (off, on) = (vals[0], *vals.get(1).ok_or_else(|| n.err("values needs [off, on]"))?);
+    let (off, on) = (
+        vals[0],
+        *vals.get(1).ok_or_else(|| n.err("values needs [off, on]"))?,
+    );
     let r = idx.dims().len();
     let a = axis(n, n.i("axis", -1), r + 1)?;
     let iv = idx.tensor.to_f64_vec();
     let outer: usize = idx.dims()[..a].iter().product();
     let inner: usize = idx.dims()[a..].iter().product();
     let d = depth as usize;
-    crate::limits::check_alloc("OneHot", &Shape::from(vec![outer, d, inner]), values.tensor.dtype())?;
+    crate::limits::check_alloc(
+        "OneHot",
+        &Shape::from(vec![outer, d, inner]),
+        values.tensor.dtype(),
+    )?;
     let mut out = vec![off; outer * d * inner];
     for o in 0..outer {
         for i in 0..inner {
@@ -601,10 +719,18 @@ fn one_hot(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 /// CumSum / CumProd along an axis, with `exclusive` and `reverse`.
 fn scan(n: &Node, ins: &[Option<Value>], prod: bool) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
-    let a = axis(n, ints(req(n, ins, 1)?)?.first().copied().unwrap_or(0), x.dims().len())?;
+    let a = axis(
+        n,
+        ints(req(n, ins, 1)?)?.first().copied().unwrap_or(0),
+        x.dims().len(),
+    )?;
     let (excl, rev) = (n.i("exclusive", 0) != 0, n.i("reverse", 0) != 0);
     let d = x.dims();
-    let (outer, len, inner) = (d[..a].iter().product::<usize>(), d[a], d[a + 1..].iter().product::<usize>());
+    let (outer, len, inner) = (
+        d[..a].iter().product::<usize>(),
+        d[a],
+        d[a + 1..].iter().product::<usize>(),
+    );
     let v = x.tensor.to_f64_vec();
     let mut out = vec![0.0; v.len()];
     let unit = if prod { 1.0 } else { 0.0 };
@@ -629,7 +755,11 @@ fn scan(n: &Node, ins: &[Option<Value>], prod: bool) -> Result<Vec<Value>> {
 
 fn topk(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
-    let k = if n.opset < 10 { n.i("k", 0) } else { ints(req(n, ins, 1)?)?.first().copied().unwrap_or(0) };
+    let k = if n.opset < 10 {
+        n.i("k", 0)
+    } else {
+        ints(req(n, ins, 1)?)?.first().copied().unwrap_or(0)
+    };
     let a = axis(n, n.i("axis", -1), x.dims().len())?;
     let largest = n.i("largest", 1) != 0;
     let d = x.dims();
@@ -637,7 +767,11 @@ fn topk(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         return Err(n.err(format!("k = {k} for an axis of length {}", d[a])));
     }
     let k = k as usize;
-    let (outer, len, inner) = (d[..a].iter().product::<usize>(), d[a], d[a + 1..].iter().product::<usize>());
+    let (outer, len, inner) = (
+        d[..a].iter().product::<usize>(),
+        d[a],
+        d[a + 1..].iter().product::<usize>(),
+    );
     let v = x.tensor.to_f64_vec();
     let mut idx = Vec::with_capacity(outer * k * inner);
     let mut line: Vec<usize> = Vec::with_capacity(len);
@@ -650,8 +784,14 @@ fn topk(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             // stable: equal values keep the lower index first; NaN counts as largest
             line.sort_by(|&p, &q| {
                 let (a, b) = (val(p), val(q));
-                let ord = a.partial_cmp(&b).unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()));
-                if largest { ord.reverse() } else { ord }
+                let ord = a
+                    .partial_cmp(&b)
+                    .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()));
+                if largest {
+                    ord.reverse()
+                } else {
+                    ord
+                }
             });
             for (s, &j) in line.iter().take(k).enumerate() {
                 tmp[(o * k + s) * inner + i] = j as i64;
@@ -691,7 +831,10 @@ fn compress(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         (x.tensor.flatten(0, -1)?, 0)
     };
     let len = t.dims()[a];
-    let keep: Vec<i64> = (0..len.min(cond.len())).filter(|&i| cond[i] != 0.0).map(|i| i as i64).collect();
+    let keep: Vec<i64> = (0..len.min(cond.len()))
+        .filter(|&i| cond[i] != 0.0)
+        .map(|i| i as i64)
+        .collect();
     let it = Tensor::from_vec(keep.clone(), [keep.len()])?.to_device(t.device())?;
     same(t.index_select(a as isize, &it)?, x)
 }
@@ -702,7 +845,11 @@ fn eye_like(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     if d.len() != 2 {
         return Err(n.err("input must be 2-D"));
     }
-    let e = if n.has("dtype") { n.i("dtype", 1) as i32 } else { x.elem };
+    let e = if n.has("dtype") {
+        n.i("dtype", 1) as i32
+    } else {
+        x.elem
+    };
     let k = n.i("k", 0);
     let mut v = vec![0.0; d[0] * d[1]];
     for i in 0..d[0] as i64 {
@@ -712,7 +859,9 @@ fn eye_like(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         }
     }
     let dt = dtype_of(e).ok_or_else(|| n.err("unsupported dtype"))?;
-    let t = Tensor::from_vec(v, d)?.to_dtype(dt)?.to_device(x.tensor.device())?;
+    let t = Tensor::from_vec(v, d)?
+        .to_dtype(dt)?
+        .to_device(x.tensor.device())?;
     Ok(vec![Value::typed(t, e)])
 }
 
@@ -726,9 +875,13 @@ fn depth_to_space(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (nn, c, h, w) = (d[0], d[1], d[2], d[3]);
     let oc = c / (b * b);
     let t = if n.s("mode", "DCR") == "CRD" {
-        x.tensor.reshape([nn, oc, b, b, h, w])?.permute(&[0, 1, 4, 2, 5, 3])?
+        x.tensor
+            .reshape([nn, oc, b, b, h, w])?
+            .permute(&[0, 1, 4, 2, 5, 3])?
     } else {
-        x.tensor.reshape([nn, b, b, oc, h, w])?.permute(&[0, 3, 4, 1, 5, 2])?
+        x.tensor
+            .reshape([nn, b, b, oc, h, w])?
+            .permute(&[0, 3, 4, 1, 5, 2])?
     };
     same(t.reshape([nn, oc, h * b, w * b])?, x)
 }
@@ -741,7 +894,14 @@ fn space_to_depth(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         return Err(n.err(format!("input {d:?} and blocksize {b}")));
     }
     let (nn, c, h, w) = (d[0], d[1], d[2], d[3]);
-    let perm: &[isize] = if n.s("mode", "DCR") == "CRD" { &[0, 1, 3, 5, 2, 4] } else { &[0, 3, 5, 1, 2, 4] };
-    let t = x.tensor.reshape([nn, c, h / b, b, w / b, b])?.permute(perm)?;
+    let perm: &[isize] = if n.s("mode", "DCR") == "CRD" {
+        &[0, 1, 3, 5, 2, 4]
+    } else {
+        &[0, 3, 5, 1, 2, 4]
+    };
+    let t = x
+        .tensor
+        .reshape([nn, c, h / b, b, w / b, b])?
+        .permute(perm)?;
     same(t.reshape([nn, c * b * b, h / b, w / b])?, x)
 }
