@@ -137,6 +137,12 @@ impl Model {
                     *missing.entry(key).or_insert(0usize) += 1;
                 }
             }
+            // the branches of an `If` are checked too
+            for a in &n.attribute {
+                for g in a.g.iter().chain(&a.graphs) {
+                    subgraph_missing(g, &mut missing);
+                }
+            }
         }
         if !missing.is_empty() {
             let list: Vec<String> = missing
@@ -280,8 +286,10 @@ impl Model {
             .collect();
         let mut last: HashMap<&str, usize> = HashMap::new();
         for (k, &i) in self.plan.iter().enumerate() {
-            for n in &self.graph.node[i].input {
-                if !n.is_empty() && !self.init.contains_key(n) && !outputs.contains(n.as_str()) {
+            let mut reads = Vec::new();
+            node_reads(&self.graph.node[i], &mut reads);
+            for n in reads {
+                if !n.is_empty() && !self.init.contains_key(n) && !outputs.contains(n) {
                     last.insert(n, k);
                 }
             }
@@ -455,7 +463,12 @@ impl Model {
                 opset: self.opset,
             };
             let t0 = prof.is_some().then(std::time::Instant::now);
-            let outs = (self.ops[i])(&nd, &ins).map_err(|e| self.node_err(node, e.to_string()))?;
+            let outs = if nd.op() == "If" {
+                self.run_if(node, &ins, &env)
+            } else {
+                (self.ops[i])(&nd, &ins)
+            }
+            .map_err(|e| self.node_err(node, e.to_string()))?;
             if let (Some(p), Some(t0)) = (prof.as_deref_mut(), t0) {
                 *p.entry(nd.op().to_string()).or_insert(0.0) += t0.elapsed().as_secs_f64() * 1e3;
             }
@@ -485,6 +498,81 @@ impl Model {
             .collect()
     }
 
+    /// `If`: run the branch the condition picks, its names resolved in the branch first, then
+    /// in the enclosing scope, then among the model's initializers.
+    fn run_if(
+        &self,
+        node: &NodeProto,
+        ins: &[Option<Value>],
+        scope: &HashMap<String, Value>,
+    ) -> Result<Vec<Value>> {
+        let cond = ins
+            .first()
+            .and_then(|v| v.as_ref())
+            .ok_or_else(|| Error::invalid("If", "no condition"))?;
+        let take = cond.tensor.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0;
+        let name = if take { "then_branch" } else { "else_branch" };
+        let g = node
+            .attribute
+            .iter()
+            .find(|a| a.name.as_deref() == Some(name))
+            .and_then(|a| a.g.as_ref())
+            .ok_or_else(|| Error::invalid("If", format!("no {name}")))?;
+        let mut env = scope.clone();
+        for t in &g.initializer {
+            env.insert(
+                t.name.clone().unwrap_or_default(),
+                decode(t, &DataDir(None))?,
+            );
+        }
+        for n in &g.node {
+            let ins: Vec<Option<Value>> = n
+                .input
+                .iter()
+                .map(|k| {
+                    if k.is_empty() {
+                        None
+                    } else {
+                        env.get(k).or_else(|| self.init.get(k)).cloned()
+                    }
+                })
+                .collect();
+            let nd = Node {
+                proto: n,
+                opset: self.opset,
+            };
+            let outs = if nd.op() == "If" {
+                self.run_if(n, &ins, &env)?
+            } else {
+                let f = lookup(nd.op()).ok_or_else(|| {
+                    Error::new(
+                        crate::ErrorKind::Unsupported,
+                        "onnx",
+                        format!("unsupported operator {}", nd.op()),
+                    )
+                })?;
+                f(&nd, &ins).map_err(|e| self.node_err(n, e.to_string()))?
+            };
+            for (k, v) in n.output.iter().zip(outs) {
+                if !k.is_empty() {
+                    env.insert(k.clone(), v);
+                }
+            }
+        }
+        g.output
+            .iter()
+            .map(|o| {
+                let k = o.name.clone().unwrap_or_default();
+                env.get(&k)
+                    .or_else(|| self.init.get(&k))
+                    .cloned()
+                    .ok_or_else(|| {
+                        Error::invalid("If", format!("branch output '{k}' is never produced"))
+                    })
+            })
+            .collect()
+    }
+
     fn node_err(&self, node: &NodeProto, msg: String) -> Error {
         let name = node
             .name
@@ -507,6 +595,41 @@ fn dtype_of_name(name: &str) -> Option<(i32, crate::DType)> {
     (1..=16)
         .find(|&e| elem_name(e) == name)
         .and_then(|e| dtype_of(e).map(|d| (e, d)))
+}
+
+/// Every name a node reads: its inputs, and those of the nodes of its subgraphs (an `If`
+/// branch reads the enclosing scope).
+fn node_reads<'a>(n: &'a NodeProto, out: &mut Vec<&'a str>) {
+    out.extend(n.input.iter().map(String::as_str));
+    for a in &n.attribute {
+        for g in a.g.iter().chain(&a.graphs) {
+            for sn in &g.node {
+                node_reads(sn, out);
+            }
+        }
+    }
+}
+
+/// Operators of a subgraph (and its own subgraphs) that might lacks.
+fn subgraph_missing(g: &GraphProto, missing: &mut BTreeMap<String, usize>) {
+    for n in &g.node {
+        let op = n.op_type.clone().unwrap_or_default();
+        let dom = n.domain.clone().unwrap_or_default();
+        if !(dom.is_empty() || dom == "ai.onnx") || lookup(&op).is_none() {
+            *missing
+                .entry(if dom.is_empty() {
+                    op
+                } else {
+                    format!("{dom}.{op}")
+                })
+                .or_insert(0) += 1;
+        }
+        for a in &n.attribute {
+            for sg in a.g.iter().chain(&a.graphs) {
+                subgraph_missing(sg, missing);
+            }
+        }
+    }
 }
 
 fn check_dims(info: &IoInfo, v: &Value) -> Result<()> {

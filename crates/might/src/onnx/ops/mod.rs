@@ -4,9 +4,11 @@
 
 mod attention;
 mod elementwise;
+mod misc;
 mod nn;
 mod reduce;
 mod resize;
+mod rnn;
 mod shape;
 
 use super::proto::{AttributeProto, NodeProto};
@@ -60,6 +62,16 @@ impl Node<'_> {
     /// Float-list attribute (`None` when absent).
     pub fn floats(&self, name: &str) -> Option<Vec<f32>> {
         self.attr(name).map(|a| a.floats.clone())
+    }
+
+    /// String-list attribute (`None` when absent).
+    pub fn attr_strings(&self, name: &str) -> Option<Vec<String>> {
+        self.attr(name).map(|a| {
+            a.strings
+                .iter()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .collect()
+        })
     }
 
     /// Tensor attribute (`None` when absent).
@@ -119,4 +131,6 @@ pub fn lookup(op_type: &str) -> Option<OpFn> {
         .or_else(|| nn::lookup(op_type))
         .or_else(|| attention::lookup(op_type))
         .or_else(|| resize::lookup(op_type))
+        .or_else(|| misc::lookup(op_type))
+        .or_else(|| rnn::lookup(op_type))
 }

@@ -11,8 +11,9 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Einsum" => einsum,
         "Conv" => conv,
         "ConvTranspose" => conv_transpose,
-        "MaxPool" => |n, i| pool(n, i, true),
-        "AveragePool" => |n, i| pool(n, i, false),
+        "MaxPool" => |n, i| pool(n, i, true, None),
+        "AveragePool" => |n, i| pool(n, i, false, None),
+        "LpPool" => |n, i| pool(n, i, false, Some(n.i("p", 2) as f64)),
         "GlobalAveragePool" => |n, i| global_pool(n, i, false),
         "GlobalMaxPool" => |n, i| global_pool(n, i, true),
         "BatchNormalization" => batch_norm,
@@ -465,7 +466,8 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     same(y, x)
 }
 
-fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
+/// Max, average or (with `lp = Some(p)`) p-norm pooling.
+fn pool(n: &Node, ins: &[Option<Value>], max: bool, lp: Option<f64>) -> Result<Vec<Value>> {
     let x = req(n, ins, 0)?;
     let k = x.dims().len().saturating_sub(2);
     let kernel = ints_or(n, "kernel_shape", k, 0)?;
@@ -505,6 +507,7 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
         && pads.iter().all(|&(b, e)| b == e)
         && pads.iter().zip(&kernel).all(|(&(p, _), &kk)| p <= kk / 2);
     if simple
+        && lp.is_none()
         && n.proto.output.len() < 2
         && (max || include_pad || pads.iter().all(|&(b, _)| b == 0))
         && x.tensor.dtype().is_float()
@@ -535,6 +538,10 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
         x.tensor.clone()
     } else {
         x.tensor.to_dtype(DType::F64)?
+    };
+    let t = match lp {
+        Some(p) => t.abs()?.powf(p)?,
+        None => t,
     };
     let fill = if max { f64::NEG_INFINITY } else { 0.0 };
     let xp = pad_trailing(&t, &reach, fill)?;
@@ -579,7 +586,9 @@ fn pool(n: &Node, ins: &[Option<Value>], max: bool) -> Result<Vec<Value>> {
         });
     }
     let mut y = acc.ok_or_else(|| n.err("empty kernel"))?;
-    if !max {
+    if let Some(p) = lp {
+        y = y.powf(1.0 / p)?;
+    } else if !max {
         // divisor: the window's cells inside the input (and the pads, with count_include_pad)
         let mut ones_shape = vec![1, 1];
         ones_shape.extend_from_slice(&input);
