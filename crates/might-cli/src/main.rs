@@ -230,9 +230,9 @@ enum Command {
     /// Classify one image with a checkpoint: prints the class and the top-5 probabilities.
     Predict { checkpoint: PathBuf, image: PathBuf },
     /// List the tensors of a safetensors, .npy, .npz or PyTorch .pt/.pth file: name, dtype,
-    /// An ONNX model (.onnx): inputs, outputs, ops used and parameter count.
     /// shape, size, and totals. Reads headers only; never executes anything in the file.
     /// A Hugging Face model folder: its architecture, sizes, parameter count and dtype.
+    /// An ONNX model (.onnx, feature `onnx`): inputs, outputs, ops used and parameter count.
     Inspect {
         file: PathBuf,
         /// Print one JSON object instead of a table.
