@@ -19,6 +19,7 @@
 //! ```
 
 pub mod autograd;
+pub(crate) mod composite;
 pub(crate) mod backend;
 pub mod data;
 pub mod device;
