@@ -19,8 +19,8 @@
 //! ```
 
 pub mod autograd;
-pub(crate) mod composite;
 pub(crate) mod backend;
+pub(crate) mod composite;
 pub mod data;
 pub mod device;
 #[cfg(feature = "mpi")]
