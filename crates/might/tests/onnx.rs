@@ -159,6 +159,9 @@ fn a_small_cnn_matches_the_same_model_written_with_might_ops() -> might::Result<
     );
     let m = Model::from_bytes(&bytes)?;
     assert_eq!(m.parameter_count(), 36 + 4 + 360 + 10);
+    // Conv -> Relu runs as one fused conv (onnx/fuse.rs)
+    assert_eq!(m.node_count(), 5);
+    assert!(!m.ops_used().contains_key("Relu"));
     assert_eq!(m.inputs()[0].dims, vec!["batch", "1", "6", "6"]);
     let x = Tensor::from_vec(seq(2 * 36, 0.3), [2, 1, 6, 6])?;
     let out = m.run(&[("x", x.clone())])?;

@@ -6,6 +6,9 @@
 //!   becomes one `Gelu`.
 //! - GELU, tanh form (GPT-2's `NewGELU`): `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`
 //!   becomes one `Gelu(approximate = "tanh")`.
+//! - `Conv → Relu` (ResNet's and every CNN's conv + BatchNorm, folded by the exporter, + ReLU)
+//!   becomes one `Conv` carrying the private attribute [`FUSED_RELU`]: the CPU kernel applies
+//!   the ReLU as it writes each output, instead of a second pass over the activations.
 //!
 //! A chain is only rewritten when every intermediate value has that one consumer and is not a
 //! graph output, so nothing else can observe the values that disappear.
@@ -13,6 +16,9 @@
 use super::proto::{attribute_proto::AttributeType, AttributeProto, GraphProto, NodeProto};
 use super::value::Value;
 use std::collections::HashMap;
+
+/// The attribute a fused `Conv → Relu` carries (a name no ONNX operator defines).
+pub(crate) const FUSED_RELU: &str = "might.fused_relu";
 
 struct Graph<'a> {
     nodes: &'a [NodeProto],
@@ -109,6 +115,24 @@ fn gelu_node(x: &str, y: &str, tanh: bool) -> NodeProto {
         attribute,
         ..Default::default()
     }
+}
+
+/// `Conv → Relu`, the conv's output read only by the Relu: (removed nodes, last node, fused node).
+fn conv_relu(g: &Graph, relu: usize) -> Option<(Vec<usize>, usize, NodeProto)> {
+    let x = g.nodes[relu].input.first()?;
+    let conv = *g.producer.get(x.as_str())?;
+    if g.op(conv) != "Conv" || g.sole_user(x)? != relu || g.nodes[conv].output.len() != 1 {
+        return None;
+    }
+    let mut node = g.nodes[conv].clone();
+    node.output = vec![g.out(relu).to_string()];
+    node.attribute.push(AttributeProto {
+        name: Some(FUSED_RELU.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(1),
+        ..Default::default()
+    });
+    Some((vec![conv], relu, node))
 }
 
 /// `Div(x, √2) | Mul(x, 1/√2) → Erf → Add(1) → Mul(x) → Mul(0.5)`: (removed nodes, last node,
@@ -222,6 +246,7 @@ pub(crate) fn fuse(graph: &mut GraphProto, init: &HashMap<String, Value>) -> usi
             let found = match g.op(i) {
                 "Erf" => gelu_erf(&g, i).map(|(r, l, x, y)| (r, l, gelu_node(&x, &y, false))),
                 "Tanh" => gelu_tanh(&g, i).map(|(r, l, x, y)| (r, l, gelu_node(&x, &y, true))),
+                "Relu" => conv_relu(&g, i),
                 _ => None,
             };
             if let Some((removed, last, node)) = found {

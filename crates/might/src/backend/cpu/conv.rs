@@ -1,8 +1,8 @@
 //! Convolution kernels on dense, row-major (NCHW) buffers (pooling: `pooling.rs`).
 //!
-//! Stride-1, undilated convolutions (the common 3x3 "same" and "valid" layers) run as direct
-//! shifted-row products ([`super::conv_direct`]), 1.5-2x faster than unrolling on MNIST-sized
-//! layers. Every other convolution is im2col + GEMM: for each sample and group, the input
+//! Undilated convolutions (the common 3x3 "same" and "valid" layers; strided ones forward only)
+//! run as direct shifted-row products ([`super::conv_direct`]), 1.5-2x faster than unrolling
+//! on MNIST-sized layers. Every other convolution is im2col + GEMM: for each sample and group, the input
 //! patches are unrolled into a `[C/groups * kh * kw, OH * OW]` matrix (into a buffer reused
 //! across the samples a thread handles) and multiplied by the `[O/groups, C/groups * kh * kw]`
 //! weight matrix. Backward uses the same two matrices: `grad_weight += grad_out @ col^T`, and
@@ -523,7 +523,8 @@ pub fn conv2d_backward<T: ConvFloat>(
             zeros(need_b, blen),
         );
     }
-    let plan = Plan::new(g, w, need_x);
+    // the direct backward kernels are for stride 1 (the strided phase layout is forward only)
+    let plan = Plan::new(g, w, need_x).filter(|_| g.stride == [1, 1]);
     if let Some(y) = relu_y {
         assert_eq!(y.len(), gy.len(), "conv2d_backward: ReLU output size");
     }

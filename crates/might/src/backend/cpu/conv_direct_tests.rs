@@ -46,8 +46,8 @@ fn each_term(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
                     for ci in 0..cg {
                         for ki in 0..g.kh {
                             for kj in 0..g.kw {
-                                let iy = (oy + ki) as isize - g.padding[0] as isize;
-                                let ix = (ox + kj) as isize - g.padding[1] as isize;
+                                let iy = (oy * g.stride[0] + ki) as isize - g.padding[0] as isize;
+                                let ix = (ox * g.stride[1] + kj) as isize - g.padding[1] as isize;
                                 if iy < 0 || ix < 0 || iy >= g.h as isize || ix >= g.w as isize {
                                     continue;
                                 }
@@ -134,4 +134,63 @@ fn check(case: Case, rng: &mut crate::Generator, level: u8) {
     let (gx, gw, _) = conv2d_backward(&x, &w, &gy, None, &g, false, true, false);
     assert!(gx.is_none());
     close(&gw.unwrap(), &want_gw, "grad w alone");
+}
+
+/// Strided convolutions run forward in phases (see `Wide`): ResNet's 7x7/2 stem and 3x3/2
+/// layers, odd sizes, uneven strides, padding that is not a multiple of the stride.
+#[test]
+fn strided_direct_conv_matches_the_definition() {
+    // (n, c, h, w, o, kh, kw, padding, groups, stride)
+    let cases = [
+        (1, 3, 23, 23, 5, 7, 7, [3, 3], 1, [2, 2]),
+        (2, 4, 12, 12, 9, 3, 3, [1, 1], 1, [2, 2]),
+        (1, 2, 11, 14, 3, 3, 3, [1, 1], 1, [2, 2]),
+        (1, 4, 13, 10, 6, 3, 2, [2, 1], 2, [3, 2]),
+        (1, 2, 9, 9, 4, 2, 2, [0, 0], 1, [2, 2]),
+        (1, 2, 10, 9, 3, 1, 3, [1, 0], 1, [1, 2]),
+    ];
+    let cases: &[_] = if cfg!(miri) { &cases[4..] } else { &cases };
+    let mut rng = crate::Generator::new(7);
+    for max in (0..=level()).rev() {
+        MAX_LEVEL.store(max, std::sync::atomic::Ordering::Relaxed);
+        for &(n, c, h, w, o, kh, kw, padding, groups, stride) in cases {
+            let g = ConvGeom {
+                stride,
+                oh: out_len(h, kh, stride[0], padding[0], 1).unwrap(),
+                ow: out_len(w, kw, stride[1], padding[1], 1).unwrap(),
+                ..geom((n, c, h, w, o, kh, kw, padding, groups))
+            };
+            let klen = c / groups * kh * kw;
+            let mut draw =
+                |n: usize| -> Vec<f64> { (0..n).map(|_| rng.next_f64() - 0.5).collect() };
+            let (x, wt, b) = (draw(n * c * h * w), draw(o * klen), draw(o));
+            assert!(
+                Plan::new(&g, &wt, false).is_some(),
+                "{g:?} takes the direct path"
+            );
+            let mut want: Vec<f64> = (0..n * o * g.oh * g.ow)
+                .map(|i| b[i / (g.oh * g.ow) % o])
+                .collect();
+            each_term(&g, |xi, wi, yi| want[yi] += wt[wi] * x[xi]);
+            for relu in [false, true] {
+                let got = conv2d_forward(&x, &wt, Some(&b), &g, relu);
+                for (i, (a, v)) in got.iter().zip(&want).enumerate() {
+                    let v = if relu { v.max(0.0) } else { *v };
+                    assert!(
+                        (a - v).abs() < 1e-12,
+                        "{g:?} build {max} y[{i}]: {a} vs {v}"
+                    );
+                }
+            }
+            // the backward pass keeps to im2col for strided convolutions
+            let gy = draw(n * o * g.oh * g.ow);
+            let mut want_gx = vec![0.0; x.len()];
+            each_term(&g, |xi, wi, yi| want_gx[xi] += wt[wi] * gy[yi]);
+            let (gx, _, _) = conv2d_backward(&x, &wt, &gy, None, &g, true, false, false);
+            for (a, v) in gx.unwrap().iter().zip(&want_gx) {
+                assert!((a - v).abs() < 1e-12, "{g:?} grad x: {a} vs {v}");
+            }
+        }
+    }
+    MAX_LEVEL.store(2, std::sync::atomic::Ordering::Relaxed);
 }

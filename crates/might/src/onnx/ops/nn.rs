@@ -334,20 +334,25 @@ fn conv(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         [0, 0]
     };
     let half = matches!(xt.dtype(), DType::F16 | DType::BF16);
+    // a `Conv → Relu` the graph rewrite fused (see onnx/fuse.rs)
+    let relu = n.i(crate::onnx::fuse::FUSED_RELU, 0) != 0;
+    let run = |x: &Tensor, w: &Tensor, b: Option<&Tensor>| {
+        if relu {
+            x.conv2d_relu(w, b, s2, padding, d2, groups)
+        } else {
+            x.conv2d(w, b, s2, padding, d2, groups)
+        }
+    };
     let mut y = if half {
         let up = |t: &Tensor| t.to_dtype(DType::F32);
-        up(&xt)?
-            .conv2d(
-                &up(&wt)?,
-                b.as_ref().map(up).transpose()?.as_ref(),
-                s2,
-                padding,
-                d2,
-                groups,
-            )?
-            .to_dtype(xt.dtype())?
+        run(
+            &up(&xt)?,
+            &up(&wt)?,
+            b.as_ref().map(up).transpose()?.as_ref(),
+        )?
+        .to_dtype(xt.dtype())?
     } else {
-        xt.conv2d(&wt, b.as_ref(), s2, padding, d2, groups)?
+        run(&xt, &wt, b.as_ref())?
     };
     if k == 1 {
         y = y.squeeze(2)?;
