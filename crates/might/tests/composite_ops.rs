@@ -19,6 +19,7 @@ device_tests!(
     multinomial_frequencies_follow_the_weights,
     multinomial_without_replacement_never_repeats,
     bad_arguments_are_errors_naming_the_op,
+    zero_sizes_and_half_floats,
     ; f64:
     where_accepts_every_dtype,
     ints_sort_and_accumulate_in_int64,
@@ -298,6 +299,34 @@ fn multinomial_without_replacement_never_repeats(dev: Device) -> Result<()> {
     Ok(())
 }
 
+fn zero_sizes_and_half_floats(dev: Device) -> Result<()> {
+    let x = t(dev, &[1., 2., 3., 4.], &[2, 2]);
+    assert_eq!(x.repeat(&[0, 2])?.dims(), &[0, 4]);
+    assert_eq!(x.tile(&[3, 0])?.dims(), &[6, 0]);
+    assert_eq!(x.repeat_interleave(&[0], Some(1))?.dims(), &[2, 0]);
+    let e = Tensor::zeros([0, 3], DType::F32)?.to_device(dev)?;
+    assert_eq!(e.sort(0, false)?.0.dims(), &[0, 3]);
+    assert_eq!(e.sort(1, true)?.1.dims(), &[0, 3]);
+    assert_eq!(e.cumsum(0)?.dims(), &[0, 3]);
+    assert_eq!(e.cumprod(1)?.dims(), &[0, 3]);
+    assert_eq!(e.flip(&[0, 1])?.dims(), &[0, 3]);
+    assert_eq!(e.roll(&[2], &[0])?.dims(), &[0, 3]);
+    assert_eq!(e.roll(&[2], &[])?.dims(), &[0, 3]);
+    let idx = Tensor::zeros([0, 3], DType::I64)?.to_device(dev)?;
+    assert_eq!(
+        x.narrow(1, 0, 2)?
+            .scatter_reduce(0, &idx.narrow(1, 0, 2)?, &e.narrow(1, 0, 2)?, "sum", true)?
+            .to_vec::<f32>()?,
+        x.to_vec::<f32>()?
+    );
+    // scalars
+    let s = Tensor::scalar(3f32).to_device(dev)?;
+    assert_eq!(s.cumsum(0)?.item()?, 3.0);
+    assert_eq!(s.flip(&[])?.item()?, 3.0);
+    assert_eq!(s.topk(1, 0, true, true)?.0.item()?, 3.0);
+    Ok(())
+}
+
 // ------------------------------------------------------------------------------------ dtypes
 
 fn where_accepts_every_dtype(dev: Device) -> Result<()> {
@@ -338,6 +367,13 @@ fn ints_sort_and_accumulate_in_int64(dev: Device) -> Result<()> {
     );
     let u = Tensor::from_vec(vec![200u8, 100, 2], [3])?.to_device(dev)?;
     assert_eq!(u.cumsum(0)?.to_vec::<i64>()?, vec![200, 300, 302]);
+    for dt in [DType::F16, DType::BF16] {
+        let h = Tensor::from_vec(vec![1f64, 2., 3.], [3])?
+            .to_dtype(dt)?
+            .to_device(dev)?;
+        assert_eq!(h.cumsum(0)?.to_f64_vec(), vec![1., 3., 6.], "cumsum {dt}");
+        assert_eq!(h.cumprod(0)?.to_f64_vec(), vec![1., 2., 6.], "cumprod {dt}");
+    }
     // every dtype sorts, flips, rolls, repeats and scatters
     for dt in DType::ALL {
         let x = Tensor::from_vec(vec![1f64, 0., 1., 0.], [4])?
