@@ -125,7 +125,9 @@ impl Tensor {
     /// sent to it, together with its own value when `include_self`. `reduce` is one of
     /// `"sum"`, `"prod"`, `"mean"`, `"amax"`, `"amin"`; positions nothing is sent to keep their
     /// value. Integer means round down, as in torch. Differentiable for every reduction (see
-    /// the module notes for the rules).
+    /// the module notes for the rules). Sum and mean take one `scatter_add`; prod, amax and
+    /// amin gather a row as wide as the most repeated destination for every written position,
+    /// so a very uneven index can be refused (an `Err`, checked before allocating).
     #[track_caller]
     pub fn scatter_reduce(
         &self,
@@ -168,6 +170,11 @@ impl Tensor {
                 row_of[t] = starts.len() as i64;
                 starts.push(t);
             }
+        }
+        if matches!(red, Reduce::Sum | Reduce::Mean)
+            && matches!(self.dtype(), DType::F32 | DType::F64 | DType::I64)
+        {
+            return self.scatter_sum_or_mean(d, index, src, red, include_self, &count);
         }
         let rows = starts.len();
         let width = count.iter().max().copied().unwrap_or(0) + include_self as usize;
@@ -252,5 +259,43 @@ impl Tensor {
         let back = index_on(self, row_of.into_iter().map(|k| k.max(0)).collect())?;
         let placed = r.index_select(0, &back)?.reshape(self.shape())?;
         Tensor::where_(&written, &placed, self)
+    }
+    /// `scatter_reduce` for sum and mean where `scatter_add` takes the dtype: one pass, linear
+    /// in the sizes however the index repeats (`count[t]`: how many sources go to `t`).
+    #[track_caller]
+    fn scatter_sum_or_mean(
+        &self,
+        d: usize,
+        index: &Tensor,
+        src: &Tensor,
+        red: Reduce,
+        include_self: bool,
+        count: &[usize],
+    ) -> Result<Tensor> {
+        let dev = self.device();
+        let written: Vec<bool> = count.iter().map(|&c| c > 0).collect();
+        let written = Tensor::from_vec(written, self.shape())?.to_device(dev)?;
+        let mut acc = Tensor::zeros_on(self.shape(), self.dtype(), dev)?
+            .scatter_add(d as isize, index, src)?;
+        if include_self {
+            acc = acc.add(self)?;
+        }
+        if red == Reduce::Mean {
+            // unwritten positions divide by 1 (they keep self's value below anyway)
+            let n: Vec<f64> = count
+                .iter()
+                .map(|&c| (c + include_self as usize).max(1) as f64)
+                .collect();
+            let n = Tensor::from_vec(n, self.shape())?.to_device(dev)?;
+            acc = if self.dtype().is_float() {
+                acc.div(&n.to_dtype(self.dtype())?)?
+            } else {
+                acc.to_dtype(DType::F64)?
+                    .div(&n)?
+                    .floor()?
+                    .to_dtype(self.dtype())?
+            };
+        }
+        Tensor::where_(&written, &acc, self)
     }
 }
