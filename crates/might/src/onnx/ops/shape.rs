@@ -424,16 +424,8 @@ fn tile(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             x.dims().len()
         )));
     }
-    let mut inter = Vec::new();
-    let mut big = Vec::new();
-    let mut out = Vec::new();
-    for (&d, &r) in x.dims().iter().zip(&reps) {
-        inter.extend([1, d]);
-        big.extend([r as usize, d]);
-        out.push(r as usize * d);
-    }
-    let t = x.tensor.reshape(inter)?.broadcast_to(big)?.reshape(out)?;
-    same(t, x)
+    let reps: Vec<usize> = reps.iter().map(|&r| r as usize).collect();
+    same(x.tensor.tile(&reps)?, x)
 }
 
 fn shape(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -727,32 +719,37 @@ fn scan(n: &Node, ins: &[Option<Value>], prod: bool) -> Result<Vec<Value>> {
         x.dims().len(),
     )?;
     let (excl, rev) = (n.i("exclusive", 0) != 0, n.i("reverse", 0) != 0);
-    let d = x.dims();
-    let (outer, len, inner) = (
-        d[..a].iter().product::<usize>(),
-        d[a],
-        d[a + 1..].iter().product::<usize>(),
-    );
-    let v = x.tensor.to_f64_vec();
-    let mut out = vec![0.0; v.len()];
-    let unit = if prod { 1.0 } else { 0.0 };
-    for o in 0..outer {
-        for i in 0..inner {
-            let mut acc = unit;
-            for s in 0..len {
-                let k = if rev { len - 1 - s } else { s };
-                let p = (o * len + k) * inner + i;
-                if excl {
-                    out[p] = acc;
-                }
-                acc = if prod { acc * v[p] } else { acc + v[p] };
-                if !excl {
-                    out[p] = acc;
-                }
-            }
-        }
+    let len = x.dims()[a];
+    let dt = x.tensor.dtype();
+    // half floats accumulate in f32; ints in int64 (the composite ops' own rule), then the
+    // result takes the input's dtype again
+    let mut t = match dt {
+        DType::F16 | DType::BF16 => x.tensor.to_dtype(DType::F32)?,
+        _ => x.tensor.clone(),
+    };
+    if len == 0 {
+        return same(x.tensor.clone(), x);
     }
-    Ok(vec![host_like(out, d.to_vec(), x)?])
+    let ax = [a as isize];
+    if rev {
+        t = t.flip(&ax)?;
+    }
+    t = if prod {
+        t.cumprod(a as isize)?
+    } else {
+        t.cumsum(a as isize)?
+    };
+    if excl {
+        // shifted by one along the axis, the identity first
+        let mut head = t.dims().to_vec();
+        head[a] = 1;
+        let unit = Tensor::full_on(head, if prod { 1.0 } else { 0.0 }, t.dtype(), t.device())?;
+        t = Tensor::cat(&[unit, t.narrow(a as isize, 0, len - 1)?], a as isize)?;
+    }
+    if rev {
+        t = t.flip(&ax)?;
+    }
+    same(t.to_dtype(dt)?, x)
 }
 
 fn topk(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -768,43 +765,7 @@ fn topk(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     if k < 0 || k as usize > d[a] {
         return Err(n.err(format!("k = {k} for an axis of length {}", d[a])));
     }
-    let k = k as usize;
-    let (outer, len, inner) = (
-        d[..a].iter().product::<usize>(),
-        d[a],
-        d[a + 1..].iter().product::<usize>(),
-    );
-    let v = x.tensor.to_f64_vec();
-    let mut idx = Vec::with_capacity(outer * k * inner);
-    let mut line: Vec<usize> = Vec::with_capacity(len);
-    let mut tmp = vec![0i64; outer * k * inner];
-    for o in 0..outer {
-        for i in 0..inner {
-            line.clear();
-            line.extend(0..len);
-            let val = |j: usize| v[(o * len + j) * inner + i];
-            // stable: equal values keep the lower index first; NaN counts as largest
-            line.sort_by(|&p, &q| {
-                let (a, b) = (val(p), val(q));
-                let ord = a
-                    .partial_cmp(&b)
-                    .unwrap_or_else(|| a.is_nan().cmp(&b.is_nan()));
-                if largest {
-                    ord.reverse()
-                } else {
-                    ord
-                }
-            });
-            for (s, &j) in line.iter().take(k).enumerate() {
-                tmp[(o * k + s) * inner + i] = j as i64;
-            }
-        }
-    }
-    idx.extend(tmp);
-    let mut dims = d.to_vec();
-    dims[a] = k;
-    let it = Tensor::from_vec(idx, dims)?.to_device(x.tensor.device())?;
-    let vals = x.tensor.gather(a as isize, &it)?;
+    let (vals, it) = x.tensor.topk(k as usize, a as isize, largest, true)?;
     Ok(vec![Value::typed(vals, x.elem), Value::new(it)])
 }
 
