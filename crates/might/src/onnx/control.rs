@@ -251,7 +251,9 @@ impl Model {
                     "sequence_lens is not supported",
                 ));
             }
-            let vals: Vec<Value> = ins[1..]
+            let vals: Vec<Value> = ins
+                .get(1..)
+                .unwrap_or(&[])
                 .iter()
                 .map(|v| {
                     v.clone()
@@ -319,6 +321,12 @@ impl Model {
         let mut state: Vec<Value> = vals[..n_state].to_vec();
         let mut seqs: Vec<(Value, usize, bool)> = Vec::new();
         for (j, v) in vals[n_state..].iter().enumerate() {
+            if v.dims().is_empty() {
+                return Err(Error::shape(
+                    "Scan",
+                    "a scan input must have an axis to scan",
+                ));
+            }
             let a = norm_axis("Scan", in_axes.get(j).copied().unwrap_or(0), v.dims().len())?;
             seqs.push((v.clone(), a, in_dirs.get(j).copied().unwrap_or(0) == 1));
         }

@@ -81,7 +81,7 @@ pub fn int_range(e: i32) -> Option<(i64, i64)> {
 /// The bytes (or packed bytes) of a tensor of type `e` needed for `numel` elements.
 pub fn byte_len(e: i32, numel: usize) -> usize {
     match sub_byte_bits(e) {
-        Some(b) => (numel * b).div_ceil(8),
+        Some(b) => numel.saturating_mul(b).div_ceil(8),
         None => numel,
     }
 }

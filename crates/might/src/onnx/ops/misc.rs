@@ -14,6 +14,13 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "CenterCropPad" => center_crop_pad,
         "ReverseSequence" => reverse_sequence,
         "QuantizeLinear" => quantize,
+        // optionals holding tensors: a present input is the tensor itself
+        "OptionalHasElement" => |_, i| {
+            let has = opt(i, 0).is_some();
+            let dev = opt(i, 0).map_or(crate::Device::Cpu, |v| v.tensor.device());
+            Ok(vec![Value::new(Tensor::scalar(has).to_device(dev)?)])
+        },
+        "OptionalGetElement" => |n, i| Ok(vec![req(n, i, 0)?.clone()]),
         "DequantizeLinear" => dequantize,
         "DynamicQuantizeLinear" => dynamic_quantize,
         "Det" => det,

@@ -94,6 +94,9 @@ fn grid_sample(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         return Err(n.err(format!("padding_mode '{pad}' is not supported")));
     }
     let align = n.i("align_corners", 0) != 0;
+    if xd[2..].contains(&0) {
+        return Err(n.err(format!("input {xd:?} has an empty spatial axis")));
+    }
     let (nb, c) = (xd[0], xd[1]);
     let sp = &xd[2..];
     let opts: Vec<usize> = gd[1..=r].to_vec();
@@ -280,6 +283,9 @@ fn col2im(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     if dil.len() != r || strides.len() != r || pads.len() != 2 * r {
         return Err(n.err("dilations, strides and pads must match the image rank"));
     }
+    if dil.iter().chain(&strides).any(|&v| v <= 0) {
+        return Err(n.err("dilations and strides must be positive"));
+    }
     let kprod: i64 = blk.iter().product();
     if xd[1] as i64 % kprod != 0 {
         return Err(n.err(format!("{} channels not a multiple of {kprod}", xd[1])));
@@ -375,6 +381,12 @@ fn deform_conv(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let pads = n.ints("pads").unwrap_or_else(|| vec![0; 4]);
     if dil.len() != 2 || st.len() != 2 || pads.len() != 4 {
         return Err(n.err("dilations, strides and pads must be 2-D"));
+    }
+    if dil.iter().chain(&st).any(|&v| v <= 0) {
+        return Err(n.err("dilations and strides must be positive"));
+    }
+    if bias.is_some_and(|b| b.tensor.numel() != oc) {
+        return Err(n.err(format!("bias must have {oc} values")));
     }
     if let Some(m) = mask {
         if m.dims() != [nb, og * kh * kw, oh, ow] {

@@ -1,9 +1,9 @@
 //! Fourier transforms: DFT (opsets 17 and 20: forward, inverse, one-sided and its inverse)
-//! and STFT. Direct O(n²) sums on the host in `f64`: exact to rounding for the short signals
+//! STFT and MelWeightMatrix. Direct O(n²) sums on the host in `f64`: exact to rounding for the short signals
 //! models transform, and no FFT plan to keep.
 
 use super::{axis, opt, req, Node, OpFn};
-use crate::onnx::value::{ints, Value};
+use crate::onnx::value::{dtype_of, ints, Value};
 use crate::{Result, Shape, Tensor};
 use std::f64::consts::PI;
 
@@ -11,6 +11,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
     Some(match op {
         "DFT" => dft,
         "STFT" => stft,
+        "MelWeightMatrix" => mel_weight_matrix,
         _ => return None,
     })
 }
@@ -193,4 +194,71 @@ fn stft(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         .to_dtype(x.tensor.dtype())?
         .to_device(x.tensor.device())?;
     Ok(vec![Value::typed(t, x.elem)])
+}
+
+/// MelWeightMatrix: `[dft_length/2 + 1, num_mel_bins]` triangular filters evenly spaced on the
+/// mel scale between the edge frequencies. The edges and the mel step are computed in `f32`
+/// and the bin positions in `f64`, as the ONNX reference does, so the integer bins agree.
+fn mel_weight_matrix(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
+    let first = |i: usize| -> Result<f64> {
+        req(n, ins, i)?
+            .tensor
+            .to_f64_vec()
+            .first()
+            .copied()
+            .ok_or_else(|| n.err(format!("input {i} is empty")))
+    };
+    let (bins, dft_len, rate) = (first(0)? as i64, first(1)? as i64, first(2)? as i64);
+    let (lo, hi) = (first(3)? as f32, first(4)? as f32);
+    if bins <= 0 || dft_len <= 0 || rate <= 0 {
+        return Err(n.err(format!(
+            "num_mel_bins {bins}, dft_length {dft_len} and sample_rate {rate} must be positive"
+        )));
+    }
+    let spec = (dft_len / 2 + 1) as usize;
+    let bins = bins as usize;
+    let e = n.i("output_datatype", 1) as i32;
+    let dt = dtype_of(e).ok_or_else(|| n.err("unsupported output_datatype"))?;
+    crate::limits::check_alloc("MelWeightMatrix", &Shape::from(vec![spec, bins]), dt)?;
+    let ln10 = std::f32::consts::LN_10;
+    let lo_mel = 2595.0f32 * (lo / 700.0).ln_1p() / ln10;
+    let hi_mel = 2595.0f32 * (hi / 700.0).ln_1p() / ln10;
+    let step = (hi_mel - lo_mel) / (bins + 2) as f32;
+    let fb: Vec<i64> = (0..bins + 2)
+        .map(|k| {
+            let mel = k as f64 * step as f64 + lo_mel as f64;
+            let hz = 700.0 * (mel / 2595.0 * std::f64::consts::LN_10).exp_m1();
+            ((dft_len + 1) as f64 * hz / rate as f64).floor() as i64
+        })
+        .collect();
+    let mut out = vec![0.0f64; spec * bins];
+    let mut set = |j: i64, i: usize, v: f64| -> Result<()> {
+        if j < 0 || j as usize >= spec {
+            return Err(n.err(format!(
+                "mel bin edge {j} outside the {spec} spectrogram bins"
+            )));
+        }
+        out[j as usize * bins + i] = v;
+        Ok(())
+    };
+    for i in 0..bins {
+        let (l, c, h) = (fb[i], fb[i + 1], fb[i + 2]);
+        if c == l {
+            set(c, i, 1.0)?;
+        } else {
+            for j in l..=c {
+                set(j, i, (j - l) as f64 / (c - l) as f64)?;
+            }
+        }
+        if h > c {
+            for j in c..h {
+                set(j, i, (h - j) as f64 / (h - c) as f64)?;
+            }
+        }
+    }
+    let dev = req(n, ins, 0)?.tensor.device();
+    let t = Tensor::from_vec(out, vec![spec, bins])?
+        .to_dtype(dt)?
+        .to_device(dev)?;
+    Ok(vec![Value::typed(t, e)])
 }
