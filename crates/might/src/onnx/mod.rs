@@ -16,7 +16,9 @@
 //! # Ok(()) }
 //! ```
 
+mod control;
 mod fuse;
+mod lowbit;
 mod model;
 mod ops;
 #[allow(clippy::all, missing_docs)]

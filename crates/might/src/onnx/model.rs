@@ -28,14 +28,14 @@ pub struct IoInfo {
 /// A loaded ONNX model. Cheap to run many times; [`Model::run`] takes the inputs by name.
 pub struct Model {
     graph: GraphProto,
-    opset: i64,
-    init: HashMap<String, Value>,
+    pub(super) opset: i64,
+    pub(super) init: HashMap<String, Value>,
     /// Node indices still to run after constant folding, in graph order.
     plan: Vec<usize>,
     /// For each planned node: values whose last use it is (freed after it runs).
     frees: Vec<Vec<String>>,
     ops: Vec<OpFn>,
-    device: Device,
+    pub(super) device: Device,
     pub ir_version: i64,
     pub producer: String,
 }
@@ -463,8 +463,8 @@ impl Model {
                 opset: self.opset,
             };
             let t0 = prof.is_some().then(std::time::Instant::now);
-            let outs = if nd.op() == "If" {
-                self.run_if(node, &ins, &env)
+            let outs = if super::control::is_control(nd.op()) {
+                self.run_control(node, &ins, &env)
             } else {
                 (self.ops[i])(&nd, &ins)
             }
@@ -498,82 +498,7 @@ impl Model {
             .collect()
     }
 
-    /// `If`: run the branch the condition picks, its names resolved in the branch first, then
-    /// in the enclosing scope, then among the model's initializers.
-    fn run_if(
-        &self,
-        node: &NodeProto,
-        ins: &[Option<Value>],
-        scope: &HashMap<String, Value>,
-    ) -> Result<Vec<Value>> {
-        let cond = ins
-            .first()
-            .and_then(|v| v.as_ref())
-            .ok_or_else(|| Error::invalid("If", "no condition"))?;
-        let take = cond.tensor.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0;
-        let name = if take { "then_branch" } else { "else_branch" };
-        let g = node
-            .attribute
-            .iter()
-            .find(|a| a.name.as_deref() == Some(name))
-            .and_then(|a| a.g.as_ref())
-            .ok_or_else(|| Error::invalid("If", format!("no {name}")))?;
-        let mut env = scope.clone();
-        for t in &g.initializer {
-            env.insert(
-                t.name.clone().unwrap_or_default(),
-                decode(t, &DataDir(None))?,
-            );
-        }
-        for n in &g.node {
-            let ins: Vec<Option<Value>> = n
-                .input
-                .iter()
-                .map(|k| {
-                    if k.is_empty() {
-                        None
-                    } else {
-                        env.get(k).or_else(|| self.init.get(k)).cloned()
-                    }
-                })
-                .collect();
-            let nd = Node {
-                proto: n,
-                opset: self.opset,
-            };
-            let outs = if nd.op() == "If" {
-                self.run_if(n, &ins, &env)?
-            } else {
-                let f = lookup(nd.op()).ok_or_else(|| {
-                    Error::new(
-                        crate::ErrorKind::Unsupported,
-                        "onnx",
-                        format!("unsupported operator {}", nd.op()),
-                    )
-                })?;
-                f(&nd, &ins).map_err(|e| self.node_err(n, e.to_string()))?
-            };
-            for (k, v) in n.output.iter().zip(outs) {
-                if !k.is_empty() {
-                    env.insert(k.clone(), v);
-                }
-            }
-        }
-        g.output
-            .iter()
-            .map(|o| {
-                let k = o.name.clone().unwrap_or_default();
-                env.get(&k)
-                    .or_else(|| self.init.get(&k))
-                    .cloned()
-                    .ok_or_else(|| {
-                        Error::invalid("If", format!("branch output '{k}' is never produced"))
-                    })
-            })
-            .collect()
-    }
-
-    fn node_err(&self, node: &NodeProto, msg: String) -> Error {
+    pub(super) fn node_err(&self, node: &NodeProto, msg: String) -> Error {
         let name = node
             .name
             .as_deref()
@@ -592,7 +517,7 @@ impl Model {
 
 /// The ONNX element type named `name` and the dtype it computes in.
 fn dtype_of_name(name: &str) -> Option<(i32, crate::DType)> {
-    (1..=16)
+    (1..=26)
         .find(|&e| elem_name(e) == name)
         .and_then(|e| dtype_of(e).map(|d| (e, d)))
 }

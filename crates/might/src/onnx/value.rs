@@ -5,6 +5,7 @@
 //! (uint8 as `u8`), and the value remembers its ONNX type so outputs come back as the model
 //! declares them (an int32 result is narrowed with wrap-around, as C would).
 
+use super::lowbit;
 use super::proto::TensorProto;
 use crate::{DType, Error, Result, Tensor};
 use std::path::Path;
@@ -46,10 +47,16 @@ pub fn elem_name(e: i32) -> &'static str {
         14 => "complex64",
         15 => "complex128",
         16 => "bfloat16",
-        17..=20 => "float8",
+        17 => "float8e4m3fn",
+        18 => "float8e4m3fnuz",
+        19 => "float8e5m2",
+        20 => "float8e5m2fnuz",
         21 => "uint4",
         22 => "int4",
         23 => "float4e2m1",
+        24 => "float8e8m0",
+        25 => "uint2",
+        26 => "int2",
         _ => "unknown",
     }
 }
@@ -70,6 +77,9 @@ pub fn dtype_of(e: i32) -> Option<DType> {
         | elem::INT64
         | elem::UINT32
         | elem::UINT64 => DType::I64,
+        // float8/float4 values are held exactly in f32, int4/int2 in i64 (see lowbit.rs)
+        e if lowbit::is_small_float(e) => DType::F32,
+        e if lowbit::is_small_int(e) => DType::I64,
         _ => return None,
     })
 }
@@ -114,6 +124,8 @@ impl Value {
     /// stays, …): what a runtime computing in that type would hold.
     pub fn narrowed(&self) -> Result<Tensor> {
         let bits = match self.elem {
+            lowbit::INT2 | lowbit::UINT2 => 2,
+            lowbit::INT4 | lowbit::UINT4 => 4,
             elem::INT8 | elem::UINT8 => 8,
             elem::INT16 | elem::UINT16 => 16,
             elem::INT32 | elem::UINT32 => 32,
@@ -122,7 +134,10 @@ impl Value {
         if self.tensor.dtype() != DType::I64 {
             return Ok(self.tensor.clone());
         }
-        let signed = matches!(self.elem, elem::INT8 | elem::INT16 | elem::INT32);
+        let signed = matches!(
+            self.elem,
+            elem::INT8 | elem::INT16 | elem::INT32 | lowbit::INT4 | lowbit::INT2
+        );
         let v: Vec<i64> = self
             .tensor
             .to_vec::<i64>()?
@@ -188,6 +203,30 @@ pub(crate) fn decode(t: &TensorProto, dir: &DataDir) -> Result<Value> {
     } else {
         t.raw_data.as_deref()
     };
+    if lowbit::handles(e) {
+        // one byte per element, or packed sub-byte elements; the int32 field holds the same
+        // bytes one per entry
+        let bytes: Vec<u8> = match raw {
+            Some(r) => r.to_vec(),
+            None => t.int32_data.iter().map(|&v| v as u8).collect(),
+        };
+        let need = lowbit::byte_len(e, numel);
+        if bytes.len() != need {
+            return Err(bad(format!(
+                "tensor '{name}': {} bytes of data for dims {:?} of {} ({need} expected)",
+                bytes.len(),
+                t.dims,
+                elem_name(e)
+            )));
+        }
+        let (v, float) = lowbit::decode(e, &bytes, numel);
+        let tensor = if float {
+            Tensor::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), shape)?
+        } else {
+            Tensor::from_vec(v.iter().map(|&x| x as i64).collect::<Vec<_>>(), shape)?
+        };
+        return Ok(Value::typed(tensor, e));
+    }
     let tensor = if let Some(raw) = raw {
         if numel.checked_mul(width) != Some(raw.len()) {
             return Err(bad(format!(

@@ -2,6 +2,7 @@
 //! sequence reversal, integer (de)quantization, determinants.
 
 use super::{axis, opt, req, same, Node, OpFn};
+use crate::onnx::lowbit;
 use crate::onnx::value::{dtype_of, elem, ints, Value};
 use crate::{DType, Result, Shape, Tensor};
 
@@ -13,6 +14,13 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "CenterCropPad" => center_crop_pad,
         "ReverseSequence" => reverse_sequence,
         "QuantizeLinear" => quantize,
+        // optionals holding tensors: a present input is the tensor itself
+        "OptionalHasElement" => |_, i| {
+            let has = opt(i, 0).is_some();
+            let dev = opt(i, 0).map_or(crate::Device::Cpu, |v| v.tensor.device());
+            Ok(vec![Value::new(Tensor::scalar(has).to_device(dev)?)])
+        },
+        "OptionalGetElement" => |n, i| Ok(vec![req(n, i, 0)?.clone()]),
         "DequantizeLinear" => dequantize,
         "DynamicQuantizeLinear" => dynamic_quantize,
         "Det" => det,
@@ -161,7 +169,7 @@ fn int_range(e: i32) -> Option<(f64, f64)> {
         elem::UINT16 => (0.0, 65535.0),
         elem::INT16 => (-32768.0, 32767.0),
         elem::INT32 => (i32::MIN as f64, i32::MAX as f64),
-        _ => return None,
+        e => lowbit::int_range(e).map(|(a, b)| (a as f64, b as f64))?,
     })
 }
 
@@ -172,12 +180,19 @@ fn quantize(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         .map(|z| z.elem)
         .unwrap_or_else(|| n.i("output_dtype", elem::UINT8 as i64) as i32);
     let e = if e == 0 { elem::UINT8 } else { e };
-    let (lo, hi) = int_range(e).ok_or_else(|| {
-        n.err(format!(
-            "quantizing to {} is not supported",
-            crate::onnx::value::elem_name(e)
-        ))
-    })?;
+    // float8/float4 targets: scale, then round onto the type's grid
+    let small_float = lowbit::is_small_float(e) && e != lowbit::FLOAT8E8M0;
+    let (lo, hi) = if small_float {
+        (f64::NEG_INFINITY, f64::INFINITY)
+    } else {
+        int_range(e).ok_or_else(|| {
+            n.err(format!(
+                "quantizing to {} is not supported",
+                crate::onnx::value::elem_name(e)
+            ))
+        })?
+    };
+    let saturate = n.i("saturate", 1) != 0;
     let r = x.dims().len();
     // the axis only matters for per-axis and blocked scales
     let a = if s.tensor.numel() == 1 {
@@ -202,7 +217,11 @@ fn quantize(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
                 v / sv[k]
             };
             let z = zv.as_ref().map_or(0.0, |z| z[k]);
-            (q.round_ties_even() + z).clamp(lo, hi)
+            if small_float {
+                lowbit::round_float(e, q + z, saturate)
+            } else {
+                (q.round_ties_even() + z).clamp(lo, hi)
+            }
         })
         .collect();
     let dt = dtype_of(e).ok_or_else(|| n.err("unsupported type"))?;

@@ -3,13 +3,22 @@
 //! table from `op_type` to function; the graph checks every node against it before running.
 
 mod attention;
+mod cast;
+mod detect;
 mod elementwise;
 mod misc;
 mod nn;
+mod quant;
 mod reduce;
 mod resize;
 mod rnn;
+mod rotary;
+mod sample;
 mod shape;
+mod spectral;
+mod stateful;
+mod unique;
+mod unpool;
 
 use super::proto::{AttributeProto, NodeProto};
 use super::value::{decode, DataDir, Value};
@@ -126,6 +135,7 @@ pub fn one(t: Tensor) -> Result<Vec<Value>> {
 /// The operator for `op_type` in the default domain, if might has it.
 pub fn lookup(op_type: &str) -> Option<OpFn> {
     elementwise::lookup(op_type)
+        .or_else(|| cast::lookup(op_type))
         .or_else(|| shape::lookup(op_type))
         .or_else(|| reduce::lookup(op_type))
         .or_else(|| nn::lookup(op_type))
@@ -133,4 +143,12 @@ pub fn lookup(op_type: &str) -> Option<OpFn> {
         .or_else(|| resize::lookup(op_type))
         .or_else(|| misc::lookup(op_type))
         .or_else(|| rnn::lookup(op_type))
+        .or_else(|| sample::lookup(op_type))
+        .or_else(|| detect::lookup(op_type))
+        .or_else(|| rotary::lookup(op_type))
+        .or_else(|| quant::lookup(op_type))
+        .or_else(|| spectral::lookup(op_type))
+        .or_else(|| unique::lookup(op_type))
+        .or_else(|| stateful::lookup(op_type))
+        .or_else(|| unpool::lookup(op_type))
 }

@@ -1,8 +1,8 @@
 //! Shape, indexing and data-movement operators: reshape and friends, slicing, gathers and
-//! scatters, padding, casts, constants, sorting and scans.
+//! scatters, padding, constants, sorting and scans.
 
 use super::{axis, one, opt, req, same, Node, OpFn};
-use crate::onnx::value::{dtype_of, elem, elem_name, ints, Value};
+use crate::onnx::value::{dtype_of, elem, ints, Value};
 use crate::tensor::Infer;
 use crate::{DType, Result, Shape, Tensor};
 
@@ -34,8 +34,6 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Constant" => constant,
         "ConstantOfShape" => constant_of_shape,
         "Range" => range,
-        "Cast" => cast,
-        "CastLike" => cast_like,
         "Dropout" => dropout,
         "Pad" => pad,
         "Trilu" => trilu,
@@ -49,7 +47,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "DepthToSpace" => depth_to_space,
         "SpaceToDepth" => space_to_depth,
         // run by the graph executor, which owns the scopes its branches read
-        "If" => |n, _| Err(n.err("If runs only inside a graph")),
+        "If" | "Loop" | "Scan" => |n, _| Err(n.err("control flow runs only inside a graph")),
         _ => return None,
     })
 }
@@ -494,52 +492,6 @@ fn range(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         .collect();
     let len = v.len();
     Ok(vec![host_like(v, vec![len], s)?])
-}
-
-/// Convert `x` to ONNX element type `to`.
-fn cast_to(n: &Node, x: &Value, to: i32) -> Result<Value> {
-    let dt =
-        dtype_of(to).ok_or_else(|| n.err(format!("cast to {} is not supported", elem_name(to))))?;
-    let mut t = x.tensor.clone();
-    if t.dtype().is_float() && dt == DType::I64 {
-        // float -> integer truncates toward zero
-        let v: Vec<i64> = t
-            .to_f64_vec()
-            .into_iter()
-            .map(|f| {
-                if f.is_nan() {
-                    i64::MIN
-                } else {
-                    f.trunc() as i64
-                }
-            })
-            .collect();
-        t = Tensor::from_vec(v, t.dims())?.to_device(x.tensor.device())?;
-    } else if t.dtype().is_float() && dt == DType::U8 {
-        let v: Vec<u8> = t
-            .to_f64_vec()
-            .into_iter()
-            .map(|f| f.trunc() as i64 as u8)
-            .collect();
-        t = Tensor::from_vec(v, t.dims())?.to_device(x.tensor.device())?;
-    } else if t.dtype() == DType::I64 && dt == DType::U8 {
-        let v: Vec<u8> = ints(x)?.into_iter().map(|f| f as u8).collect();
-        t = Tensor::from_vec(v, t.dims())?.to_device(x.tensor.device())?;
-    } else {
-        t = t.to_dtype(dt)?;
-    }
-    let v = Value::typed(t, to);
-    Ok(Value::typed(v.narrowed()?, to))
-}
-
-fn cast(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
-    let x = req(n, ins, 0)?;
-    Ok(vec![cast_to(n, x, n.i("to", 0) as i32)?])
-}
-
-fn cast_like(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
-    let (x, like) = (req(n, ins, 0)?, req(n, ins, 1)?);
-    Ok(vec![cast_to(n, x, like.elem)?])
 }
 
 fn dropout(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
