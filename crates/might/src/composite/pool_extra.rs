@@ -115,7 +115,7 @@ fn drop_batch(t: Tensor, added: bool) -> Result<Tensor> {
 }
 
 /// Max over windows given by per-axis source tables; values and flat `iy * W + ix` indices.
-fn window_max(x: &Tensor, rows: &Table, cols: &Table) -> Result<(Tensor, Tensor)> {
+fn window_max(op: &str, x: &Tensor, rows: &Table, cols: &Table) -> Result<(Tensor, Tensor)> {
     let (n, c, w) = (x.dims()[0], x.dims()[1], x.dims()[3]);
     let (oh, kh, ow, kw) = (rows.len(), rows[0].len(), cols.len(), cols[0].len());
     crate::limits::check_alloc("pool", &vec![n, c, oh * kh, ow * kw].into(), x.dtype())?;
@@ -181,7 +181,7 @@ impl Tensor {
         let op = "max_pool2d";
         let (x, added) = as_4d(op, self)?;
         let (rows, cols) = sliding_tables(op, &x, kernel, stride, padding, dilation, ceil_mode)?;
-        let (v, i) = window_max(&x, &rows, &cols)?;
+        let (v, i) = window_max(op, &x, &rows, &cols)?;
         Ok((drop_batch(v, added)?, drop_batch(i, added)?))
     }
 
@@ -221,7 +221,7 @@ impl Tensor {
             [1, dilation],
             ceil_mode,
         )?;
-        let (v, i) = window_max(&x, &rows, &cols)?;
+        let (v, i) = window_max(op, &x, &rows, &cols)?;
         Ok((
             drop_batch(v.squeeze(2)?, added)?,
             drop_batch(i.squeeze(2)?, added)?,
@@ -238,6 +238,7 @@ impl Tensor {
         let (h, w) = (x.dims()[2], x.dims()[3]);
         check_adaptive(op, self, &[h, w], &output)?;
         let (v, i) = window_max(
+            op,
             &x,
             &adaptive_table(h, output[0]),
             &adaptive_table(w, output[1]),
@@ -253,7 +254,7 @@ impl Tensor {
         let (x, added) = as_4d_from_1d(op, self)?;
         let l = x.dims()[3];
         check_adaptive(op, self, &[l], &[output])?;
-        let (v, i) = window_max(&x, &adaptive_table(1, 1), &adaptive_table(l, output))?;
+        let (v, i) = window_max(op, &x, &adaptive_table(1, 1), &adaptive_table(l, output))?;
         Ok((
             drop_batch(v.squeeze(2)?, added)?,
             drop_batch(i.squeeze(2)?, added)?,
