@@ -118,7 +118,7 @@ fn drop_batch(t: Tensor, added: bool) -> Result<Tensor> {
 fn window_max(op: &str, x: &Tensor, rows: &Table, cols: &Table) -> Result<(Tensor, Tensor)> {
     let (n, c, w) = (x.dims()[0], x.dims()[1], x.dims()[3]);
     let (oh, kh, ow, kw) = (rows.len(), rows[0].len(), cols.len(), cols[0].len());
-    crate::limits::check_alloc("pool", &vec![n, c, oh * kh, ow * kw].into(), x.dtype())?;
+    crate::limits::check_alloc(op, &vec![n, c, oh * kh, ow * kw].into(), x.dtype())?;
     let flat = |t: &[Vec<usize>]| -> Result<Tensor> {
         let v: Vec<i64> = t.iter().flatten().map(|&i| i as i64).collect();
         let len = v.len();
