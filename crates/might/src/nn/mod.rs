@@ -30,6 +30,7 @@
 mod activation;
 mod attention;
 mod conv;
+mod conv_transpose;
 pub mod functional;
 pub mod init;
 
@@ -37,6 +38,7 @@ pub(crate) mod layers;
 pub(crate) use attention::average_fully_masked;
 mod loss;
 mod norm;
+mod resample;
 pub mod state_dict;
 
 pub use activation::{LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
@@ -47,12 +49,16 @@ pub use attention::{
 pub use conv::{
     AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv1dConfig, Conv2d, Conv2dConfig, MaxPool2d,
 };
+pub use conv_transpose::{ConvTranspose1d, ConvTranspose2d, ConvTransposeConfig};
 pub use functional::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
     CrossEntropyOptions, Reduction,
 };
 pub use layers::{Dropout, Embedding, Flatten, Identity, Linear};
 pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm};
+pub use resample::{
+    AdaptiveMaxPool2d, MaxPool1d, ReflectionPad2d, ReplicationPad2d, Upsample, ZeroPad2d,
+};
 pub use state_dict::{load_into, load_state_dict, LoadReport};
 
 use crate::{Device, Result, Tensor};

@@ -377,6 +377,9 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let d = ints_or(n, "dilations", k, 1)?;
     let op = n.ints("output_padding").unwrap_or_else(|| vec![0; k]);
     let input = &x.dims()[2..];
+    if input.contains(&0) {
+        return Err(n.err(format!("empty input {:?}", x.dims())));
+    }
     let full: Vec<i64> = (0..k)
         .map(|i| {
             (s[i] * (input[i] - 1)) as i64
@@ -406,65 +409,41 @@ fn conv_transpose(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
             .collect()
     } else {
         let p = n.ints("pads").unwrap_or_else(|| vec![0; 2 * k]);
+        if p.len() != 2 * k {
+            return Err(n.err(format!("pads {p:?} for {k} spatial axes")));
+        }
         (0..k).map(|i| (p[i], p[i + k])).collect()
     };
+    // the full transposed convolution (no padding); then ONNX's pads crop its two ends, and
+    // output_padding (or a larger output_shape) extends the end with zeros; the bias comes
+    // last, so the extended positions hold it too
     let (mut xt, mut wt) = (x.tensor.clone(), w.tensor.clone());
-    let (mut s2, mut d2, mut k2, mut p2) = (
-        vec![1, s[0]],
-        vec![1, d[0]],
-        vec![1, kernel[0]],
-        vec![(0, 0), pads[0]],
-    );
-    let mut op2 = vec![0, op.first().copied().unwrap_or(0)];
-    if k == 1 {
+    let (s2, d2) = if k == 1 {
         xt = xt.unsqueeze(2)?;
         wt = wt.unsqueeze(2)?;
+        ([1, s[0]], [1, d[0]])
     } else {
-        (s2, d2, k2, p2) = (s.clone(), d.clone(), kernel.clone(), pads.clone());
-        op2 = op.clone();
+        ([s[0], s[1]], [d[0], d[1]])
+    };
+    let dtype = xt.dtype();
+    let half = matches!(dtype, DType::F16 | DType::BF16);
+    if half {
+        xt = xt.to_dtype(DType::F32)?;
+        wt = wt.to_dtype(DType::F32)?;
     }
-    let dims = xt.dims().to_vec();
-    let (nb, c, h, wd) = (dims[0], dims[1], dims[2], dims[3]);
-    // 1. spread the input: stride - 1 zeros between neighbours
-    if s2[0] > 1 || s2[1] > 1 {
-        let z = |t: &Tensor, axis: usize, st: usize| -> Result<Tensor> {
-            if st == 1 {
-                return Ok(t.clone());
-            }
-            let mut sh = t.dims().to_vec();
-            let len = sh[axis];
-            sh.insert(axis + 1, 1);
-            let t1 = t.reshape(sh.clone())?;
-            sh[axis + 1] = st - 1;
-            let zeros = Tensor::zeros_on(sh.clone(), t.dtype(), t.device())?;
-            let mut merged = t.dims().to_vec();
-            merged[axis] = len * st;
-            Tensor::cat(&[t1, zeros], (axis + 1) as isize)?
-                .reshape(merged)?
-                .narrow(axis as isize, 0, (len - 1) * st + 1)
-        };
-        xt = z(&xt, 2, s2[0])?;
-        xt = z(&xt, 3, s2[1])?;
-    }
-    let _ = (nb, h, wd);
-    // 2. pad by the dilated kernel's reach, less the given pads, plus output padding
-    let reach: Vec<i64> = (0..2).map(|i| ((k2[i] - 1) * d2[i]) as i64).collect();
-    let p: Vec<(i64, i64)> = (0..2)
-        .map(|i| (reach[i] - p2[i].0, reach[i] - p2[i].1 + op2[i]))
+    let mut y = xt.conv_transpose2d(&wt, None, s2, [0, 0], [0, 0], g, d2)?;
+    let crop: Vec<i64> = (0..k)
+        .rev()
+        .flat_map(|i| [-pads[i].0, op.get(i).copied().unwrap_or(0) - pads[i].1])
         .collect();
-    xt = pad_trailing(&xt, &p, 0.0)?;
-    // 3. the weight [C, M/g, kh, kw] as a conv weight [M, C/g, kh, kw], flipped in space
-    let mg = wt.dims()[1];
-    let (kh, kw) = (wt.dims()[2], wt.dims()[3]);
-    let wt = wt
-        .reshape(vec![g, c / g, mg, kh, kw])?
-        .permute(&[0, 2, 1, 3, 4])?
-        .reshape(vec![g * mg, c / g, kh, kw])?;
-    let rev = |len: usize| Tensor::from_vec((0..len as i64).rev().collect::<Vec<_>>(), [len]);
-    let wt = wt
-        .index_select(2, &rev(kh)?.to_device(wt.device())?)?
-        .index_select(3, &rev(kw)?.to_device(wt.device())?)?;
-    let mut y = xt.conv2d(&wt, b.as_ref(), [1, 1], [0, 0], [d2[0], d2[1]], g)?;
+    y = y.pad(&crop, "constant", 0.0)?;
+    if let Some(b) = b {
+        let c = y.dims()[1];
+        y = y.add(&b.to_dtype(y.dtype())?.reshape(vec![1, c, 1, 1])?)?;
+    }
+    if half {
+        y = y.to_dtype(dtype)?;
+    }
     if k == 1 {
         y = y.squeeze(2)?;
     }
