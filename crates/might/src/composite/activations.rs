@@ -6,8 +6,8 @@
 //! Where a function has a kink, the composition is chosen so the gradient *at* the kink is
 //! PyTorch's: `leaky_relu`/`elu`/`selu`/`celu` take the negative branch's slope at 0
 //! (`x > 0 ? 1 : f'(x)`), `hardtanh`/`relu6`/`hardsigmoid` pass nothing at their bounds
-//! (strict `min < x < max`), `hardswish` uses the inner slope at both `-3` and `3`
-//! (`-0.5` and `1.5`), as `hardswish_backward` does. Branches that are not taken are clamped
+//! (strict `min < x < max`), and so does `hardswish`'s gate (gradient 0 at `-3`, 1 at `3`,
+//! as `hardswish_backward` gives). Branches that are not taken are clamped
 //! first (`exp(min(x, 0))`) so a large `x` never puts `0 · inf = NaN` into a gradient.
 
 use crate::{Error, Result, Tensor};
