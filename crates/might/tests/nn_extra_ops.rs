@@ -595,12 +595,8 @@ fn gradcheck_similarity_and_kl(dev: Device) -> Result<()> {
         &[randn(dev, &[2, 1, 3]), randn(dev, &[4, 3])],
         GradCheck::default(),
     )?;
-    // a norm below eps: the clamp holds the value, the gradient ignores it
-    gradcheck(
-        |v| v[0].cosine_similarity(&v[1], 0, 0.5),
-        &[randn(dev, &[3]).mul_scalar(0.01)?, randn(dev, &[3])],
-        GradCheck::default(),
-    )?;
+    // (a norm below eps is not finite-difference checked: PyTorch's clamp acts on the value
+    // only, so its gradient is not the derivative there; the fixture `cos_dim0_eps` checks it)
     let logp = randn(dev, &[3, 4]).log_softmax(1)?;
     let p = randn(dev, &[3, 4]).softmax(1)?;
     for red in [

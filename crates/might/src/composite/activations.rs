@@ -7,8 +7,7 @@
 //! PyTorch's: `leaky_relu`/`elu`/`selu`/`celu` take the negative branch's slope at 0
 //! (`x > 0 ? 1 : f'(x)`), `hardtanh`/`relu6`/`hardsigmoid` pass nothing at their bounds
 //! (strict `min < x < max`), and so does `hardswish`'s gate (gradient 0 at `-3`, 1 at `3`,
-//! as `hardswish_backward` gives). Branches that are not taken are clamped
-//! first (`exp(min(x, 0))`) so a large `x` never puts `0 · inf = NaN` into a gradient.
+//! as `hardswish_backward` gives). Branches that are not taken are clamped first (`exp(min(x, 0))`) so a large `x` never puts `0 · inf = NaN` into a gradient.
 
 use crate::{Error, Result, Tensor};
 
@@ -117,13 +116,13 @@ impl Tensor {
         self.hardtanh(-3.0, 3.0)?.affine(1.0 / 6.0, 0.5)
     }
 
-    /// `x · relu6(x + 3) / 6` (`torch.nn.functional.hardswish`). The inner clamp passes its
-    /// gradient at the bounds, which gives PyTorch's `x/3 + 1/2` on the closed `[-3, 3]`.
+    /// `x · relu6(x + 3) / 6` (`torch.nn.functional.hardswish`): `x · hardsigmoid(x)`, whose
+    /// gate passes no gradient at its bounds, giving PyTorch's `x/3 + 1/2` strictly inside
+    /// `(-3, 3)`, 0 at and below `-3`, 1 at and above `3`.
     #[track_caller]
     pub fn hardswish(&self) -> Result<Tensor> {
         self.check_float("hardswish")?;
-        let gate = self.clamp(Some(-3.0), Some(3.0))?.affine(1.0 / 6.0, 0.5)?;
-        self.mul(&gate)
+        self.mul(&self.hardsigmoid()?)
     }
 
     /// `x · tanh(softplus(x))` (`torch.nn.functional.mish`).

@@ -237,7 +237,9 @@ impl InstanceNorm {
     /// `rank` is the batched rank (3 for 1d, 4 for 2d); one less is an unbatched input.
     fn forward_checked(&self, op: &str, x: &Tensor, rank: usize) -> Result<Tensor> {
         let unbatched = x.rank() + 1 == rank;
-        if (x.rank() != rank && !unbatched) || x.dims()[x.rank() - rank + 1] != self.num_features {
+        if (x.rank() != rank && !unbatched)
+            || x.dims()[usize::from(!unbatched)] != self.num_features
+        {
             return Err(Error::shape(
                 op,
                 format!(
