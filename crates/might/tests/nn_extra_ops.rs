@@ -261,7 +261,7 @@ fn activation_values_by_hand(dev: Device) -> Result<()> {
 fn large_inputs_stay_finite(dev: Device) -> Result<()> {
     let xs = [-200.0, -90.0, 90.0, 200.0];
     for f in [
-        (|t: &Tensor| t.elu(1.0)) as fn(&Tensor) -> Result<Tensor>,
+        (|t: &Tensor| t.elu(1.0)) as Act,
         |t| t.selu(),
         |t| t.celu(0.5),
         |t| t.mish(),
@@ -530,9 +530,11 @@ fn smooth_points(dev: Device) -> Tensor {
     )
 }
 
+type Act = fn(&Tensor) -> Result<Tensor>;
+
 fn gradcheck_activations(dev: Device) -> Result<()> {
     let x = smooth_points(dev);
-    let ops: Vec<(&str, fn(&Tensor) -> Result<Tensor>)> = vec![
+    let ops: Vec<(&str, Act)> = vec![
         ("leaky_relu", |t| t.leaky_relu(0.07)),
         ("elu", |t| t.elu(1.3)),
         ("selu", |t| t.selu()),

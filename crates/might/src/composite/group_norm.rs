@@ -75,7 +75,7 @@ impl Tensor {
             ));
         }
         let (n, c) = (self.dims()[0], self.dims()[1]);
-        if groups == 0 || c % groups != 0 {
+        if groups == 0 || !c.is_multiple_of(groups) {
             return Err(Error::invalid(
                 op,
                 format!(
@@ -84,7 +84,7 @@ impl Tensor {
                 ),
             ));
         }
-        if !(eps >= 0.0) {
+        if eps.is_nan() || eps < 0.0 {
             return Err(Error::invalid(op, format!("eps must be >= 0, got {eps}")));
         }
         check_channel_param(op, self, c, weight)?;

@@ -125,7 +125,7 @@ impl GroupNorm {
         eps: f64,
         affine: bool,
     ) -> Result<GroupNorm> {
-        if num_groups == 0 || num_channels % num_groups != 0 {
+        if num_groups == 0 || !num_channels.is_multiple_of(num_groups) {
             return Err(Error::invalid(
                 "GroupNorm",
                 format!("num_channels {num_channels} must be divisible by num_groups {num_groups}"),
