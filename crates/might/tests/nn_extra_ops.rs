@@ -298,6 +298,16 @@ fn einsum_by_hand(dev: Device) -> Result<()> {
     // a missing operand's label is summed: row sums of a times column sums of b
     let s = Tensor::einsum("ij,kl->ik", &[&a, &b])?;
     assert_eq!(s.to_vec::<f32>()?, [33., 45., 77., 105.]);
+    // empty dims: an empty contraction gives zeros, a size-1 label broadcasts to 0
+    let e = Tensor::zeros_on([2, 0], DType::F32, dev)?;
+    let f = Tensor::zeros_on([0, 3], DType::F32, dev)?;
+    let z = Tensor::einsum("ij,jk->ik", &[&e, &f])?;
+    assert_eq!(
+        (z.dims(), z.to_vec::<f32>()?),
+        (&[2usize, 3][..], vec![0.; 6])
+    );
+    let one = Tensor::ones_on([1, 3], DType::F32, dev)?;
+    assert_eq!(Tensor::einsum("ij,ij->ij", &[&one, &f])?.dims(), [0, 3]);
     Ok(())
 }
 

@@ -113,7 +113,9 @@ impl Tensor {
     #[track_caller]
     pub fn hardsigmoid(&self) -> Result<Tensor> {
         self.check_float("hardsigmoid")?;
-        self.hardtanh(-3.0, 3.0)?.affine(1.0 / 6.0, 0.5)
+        // shifted first, as PyTorch computes it, so the value is exactly 0 at -3 on every
+        // backend (`x/6 + 1/2` can round to -1e-8 there)
+        self.add_scalar(3.0)?.hardtanh(0.0, 6.0)?.div_scalar(6.0)
     }
 
     /// `x · relu6(x + 3) / 6` (`torch.nn.functional.hardswish`): `x · hardsigmoid(x)`, whose

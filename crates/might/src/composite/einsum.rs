@@ -187,12 +187,16 @@ fn contract(a: Labelled, b: Labelled, keep: &dyn Fn(usize) -> bool) -> Result<La
     let a = a.sum_out(|l| keep(l) || lb.contains(&l))?;
     let b = b.sum_out(|l| keep(l) || la.contains(&l))?;
     let top = la.iter().chain(&lb).copied().max().unwrap_or(0);
-    let mut sizes = vec![1usize; top + 1];
+    // a label's size, a 1 giving way to the other operand's (which may be 0)
+    let mut sizes: Vec<Option<usize>> = vec![None; top + 1];
     for x in [&a, &b] {
         for (i, &l) in x.labels.iter().enumerate() {
-            sizes[l] = sizes[l].max(x.t.dims()[i]);
+            if sizes[l].is_none_or(|m| m == 1) {
+                sizes[l] = Some(x.t.dims()[i]);
+            }
         }
     }
+    let sizes: Vec<usize> = sizes.into_iter().map(|s| s.unwrap_or(1)).collect();
     let in_b = |l: &usize| b.labels.contains(l);
     let batch: Vec<usize> = a
         .labels
