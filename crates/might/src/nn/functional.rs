@@ -1,11 +1,13 @@
 //! Stateless forms of the layers and the losses (`torch.nn.functional`).
 
 pub use super::attention::scaled_dot_product_attention;
+pub use super::group_norm::{group_norm, instance_norm};
 pub use super::loss::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
     CrossEntropyOptions, Reduction,
 };
 pub use super::norm::{batch_norm, layer_norm, rms_norm};
+pub use super::similarity::{cosine_similarity, kl_div, KlDivReduction};
 
 use crate::{DType, Error, Result, Tensor};
 

@@ -28,20 +28,26 @@
 //! ```
 
 mod activation;
+mod activation_ext;
 mod attention;
 mod conv;
 mod conv_transpose;
 pub mod functional;
 pub mod init;
 
+mod group_norm;
 pub(crate) mod layers;
 pub(crate) use attention::average_fully_masked;
 mod loss;
 mod norm;
 mod resample;
+mod similarity;
 pub mod state_dict;
 
 pub use activation::{LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, GELU};
+pub use activation_ext::{
+    Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, Mish, ReLU6, Softsign, CELU, ELU, SELU,
+};
 pub use attention::{
     causal_softmax, key_keep_from_mask, masked_attention, scaled_dot_product_attention, MhaConfig,
     MultiheadAttention,
@@ -54,11 +60,13 @@ pub use functional::{
     binary_cross_entropy_with_logits, cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss,
     CrossEntropyOptions, Reduction,
 };
+pub use group_norm::{GroupNorm, InstanceNorm, InstanceNorm1d, InstanceNorm2d};
 pub use layers::{Dropout, Embedding, Flatten, Identity, Linear};
 pub use norm::{BatchNorm1d, BatchNorm2d, LayerNorm, RMSNorm};
 pub use resample::{
     AdaptiveMaxPool2d, MaxPool1d, ReflectionPad2d, ReplicationPad2d, Upsample, ZeroPad2d,
 };
+pub use similarity::{kl_div, CosineSimilarity, KLDivLoss, KlDivReduction};
 pub use state_dict::{load_into, load_state_dict, LoadReport};
 
 use crate::{Device, Result, Tensor};

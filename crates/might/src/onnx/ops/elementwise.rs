@@ -47,7 +47,7 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "Tanh" => |n, i| float(n, i, Tensor::tanh),
         "Sigmoid" => |n, i| float(n, i, Tensor::sigmoid),
         "Softplus" => |n, i| float(n, i, softplus),
-        "Softsign" => |n, i| float(n, i, |x| x.div(&x.abs()?.add_scalar(1.0)?)),
+        "Softsign" => |n, i| float(n, i, Tensor::softsign),
         "Floor" => |n, i| float(n, i, Tensor::floor),
         "Ceil" => |n, i| float(n, i, Tensor::ceil),
         "Round" => |n, i| float(n, i, Tensor::round),
@@ -60,8 +60,8 @@ pub fn lookup(op: &str) -> Option<OpFn> {
         "LeakyRelu" => leaky_relu,
         "ThresholdedRelu" => thresholded_relu,
         "HardSigmoid" => hard_sigmoid,
-        "HardSwish" => |n, i| float(n, i, hardswish),
-        "Mish" => |n, i| float(n, i, |x| x.mul(&softplus(x)?.tanh()?)),
+        "HardSwish" => |n, i| float(n, i, Tensor::hardswish),
+        "Mish" => |n, i| float(n, i, Tensor::mish),
         "Gelu" => gelu,
         "Swish" => swish,
         "Shrink" => shrink,
@@ -331,51 +331,27 @@ fn softplus(x: &Tensor) -> Result<Tensor> {
     x.relu()?.add(&x.abs()?.neg()?.exp()?.log1p()?)
 }
 
-fn hardswish(x: &Tensor) -> Result<Tensor> {
-    x.mul(
-        &x.add_scalar(3.0)?
-            .clamp(Some(0.0), Some(6.0))?
-            .div_scalar(6.0)?,
-    )
-}
-
-/// `where(x > 0, x, neg)` with `neg` computed from `x` clamped to `<= 0` (no overflow in the
-/// branch not taken).
-fn pos_or(x: &Tensor, neg: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
-    let n = neg(&x.clamp(None, Some(0.0))?)?;
-    Tensor::where_(&x.gt_scalar(0.0)?, x, &n)
-}
-
 fn elu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 1.0) as f64;
-    float(n, ins, |x| {
-        pos_or(x, |m| m.exp()?.sub_scalar(1.0)?.mul_scalar(alpha))
-    })
+    float(n, ins, |x| x.elu(alpha))
 }
 
+/// `gamma · elu(x, alpha)`: PyTorch's `selu` when the attributes are its constants (ONNX's
+/// defaults, in f32), any other SELU-shaped function otherwise.
 fn selu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 1.673_263_2) as f64;
     let gamma = n.f("gamma", 1.050_701) as f64;
-    float(n, ins, |x| {
-        pos_or(x, |m| m.exp()?.sub_scalar(1.0)?.mul_scalar(alpha))?.mul_scalar(gamma)
-    })
+    float(n, ins, |x| x.elu(alpha)?.mul_scalar(gamma))
 }
 
 fn celu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 1.0) as f64;
-    float(n, ins, |x| {
-        pos_or(x, |m| {
-            m.div_scalar(alpha)?
-                .exp()?
-                .sub_scalar(1.0)?
-                .mul_scalar(alpha)
-        })
-    })
+    float(n, ins, |x| x.celu(alpha))
 }
 
 fn leaky_relu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let alpha = n.f("alpha", 0.01) as f64;
-    float(n, ins, |x| pos_or(x, |m| m.mul_scalar(alpha)))
+    float(n, ins, |x| x.leaky_relu(alpha))
 }
 
 fn thresholded_relu(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {

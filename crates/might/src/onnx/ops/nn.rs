@@ -87,132 +87,20 @@ fn gemm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 /// `einsum` by broadcasting: each operand's axes are laid out in one common letter order,
 /// the operands multiplied, and the letters not in the output summed.
 fn einsum(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
-    let eq: String = n
-        .s("equation", "")
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
+    let eq = n.s("equation", "");
     let ops: Vec<&Value> = ins.iter().flatten().collect();
-    let (lhs, rhs) = match eq.split_once("->") {
-        Some((l, r)) => (l.to_string(), Some(r.to_string())),
-        None => (eq.clone(), None),
-    };
-    let terms: Vec<&str> = lhs.split(',').collect();
-    if terms.len() != ops.len() || ops.is_empty() {
-        return Err(n.err(format!(
-            "equation '{eq}' names {} operands, got {}",
-            terms.len(),
-            ops.len()
-        )));
-    }
-    // expand "..." into upper-case letters (the equation itself uses lower case)
-    let mut ell = 0usize;
-    let mut expanded = Vec::new();
-    for (t, v) in terms.iter().zip(&ops) {
-        let named = t.replace("...", "").chars().count();
-        let e = if t.contains("...") {
-            v.dims()
-                .len()
-                .checked_sub(named)
-                .ok_or_else(|| n.err("operand rank below its subscripts"))?
-        } else {
-            0
-        };
-        ell = ell.max(e);
-        let fill: String = (0..e)
-            .map(|k| (b'A' + (ell - e + k) as u8) as char)
-            .collect();
-        expanded.push(t.replace("...", &fill));
-    }
-    let ell_str: String = (0..ell).map(|k| (b'A' + k as u8) as char).collect();
-    let out: String = match rhs {
-        Some(r) => r.replace("...", &ell_str),
-        None => {
-            let mut counts = std::collections::BTreeMap::new();
-            for t in &expanded {
-                for c in t.chars().filter(|c| c.is_ascii_lowercase()) {
-                    *counts.entry(c).or_insert(0) += 1;
-                }
-            }
-            ell_str.clone()
-                + &counts
-                    .iter()
-                    .filter(|(_, &k)| k == 1)
-                    .map(|(&c, _)| c)
-                    .collect::<String>()
-        }
-    };
-    let mut letters: Vec<char> = out.chars().collect();
-    for t in &expanded {
-        for c in t.chars() {
-            if !letters.contains(&c) {
-                letters.push(c);
-            }
-        }
-    }
+    let first = *ops.first().ok_or_else(|| n.err("no operands"))?;
+    // integer operands are contracted in floating point and rounded back
     let dt = ops
         .iter()
         .map(|v| v.tensor.dtype())
         .find(|d| d.is_float())
         .unwrap_or(DType::F64);
-    let mut acc: Option<Tensor> = None;
-    for (t, v) in expanded.iter().zip(&ops) {
-        let mut x = v.tensor.to_dtype(dt)?;
-        let mut sub: Vec<char> = t.chars().collect();
-        if sub.len() != x.dims().len() {
-            return Err(n.err(format!(
-                "subscripts '{t}' for an operand of rank {}",
-                x.dims().len()
-            )));
-        }
-        // repeated letters: keep the diagonal
-        let mut i = 0;
-        while i < sub.len() {
-            if let Some(j) = sub[i + 1..]
-                .iter()
-                .position(|&c| c == sub[i])
-                .map(|p| p + i + 1)
-            {
-                let len = x.dims()[i];
-                let mut shape = vec![1; x.dims().len()];
-                shape[i] = len;
-                shape[j] = len;
-                let eye = Tensor::eye(len, dt)?
-                    .to_device(x.device())?
-                    .reshape(shape)?;
-                x = x.mul(&eye)?.sum(j as isize, false)?;
-                sub.remove(j);
-            } else {
-                i += 1;
-            }
-        }
-        let perm: Vec<isize> = letters
-            .iter()
-            .filter_map(|c| sub.iter().position(|s| s == c).map(|p| p as isize))
-            .collect();
-        let mut x = x.permute(&perm)?;
-        let mut shape = Vec::new();
-        let mut k = 0;
-        for c in &letters {
-            if sub.contains(c) {
-                shape.push(x.dims()[k]);
-                k += 1;
-            } else {
-                shape.push(1);
-            }
-        }
-        x = x.reshape(shape)?;
-        acc = Some(match acc {
-            Some(a) => a.mul(&x)?,
-            None => x,
-        });
-    }
-    let mut y = acc.ok_or_else(|| n.err("no operands"))?;
-    let sum: Vec<isize> = (out.len()..letters.len()).map(|d| d as isize).collect();
-    if !sum.is_empty() {
-        y = y.sum_dims(&sum, false)?;
-    }
-    let first = ops[0];
+    let xs = ops
+        .iter()
+        .map(|v| v.tensor.to_dtype(dt))
+        .collect::<Result<Vec<_>>>()?;
+    let y = Tensor::einsum(&eq, &xs.iter().collect::<Vec<_>>())?;
     let y = if first.tensor.dtype().is_float() {
         y
     } else {
@@ -747,23 +635,12 @@ fn batch_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
 }
 
 /// `(x - mean) / sqrt(var + eps)` over `dims` (biased variance).
-fn standardize(x: &Tensor, dims: &[isize], eps: f64) -> Result<Tensor> {
-    let mean = x.mean_dims(dims, true)?;
-    let c = x.sub(&mean)?;
-    let var = c.square()?.mean_dims(dims, true)?;
-    c.div(&var.add_scalar(eps)?.sqrt()?)
-}
-
 fn instance_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (x, s, b) = (req(n, ins, 0)?, req(n, ins, 1)?, req(n, ins, 2)?);
-    let r = x.dims().len();
     let eps = n.f("epsilon", 1e-5) as f64;
-    let dims: Vec<isize> = (2..r as isize).collect();
     let dt = x.tensor.dtype();
-    let y = standardize(&x.tensor, &dims, eps)?
-        .mul(&per_channel(&s.tensor, r, dt)?)?
-        .add(&per_channel(&b.tensor, r, dt)?)?;
-    same(y, x)
+    let (s, b) = (s.tensor.to_dtype(dt)?, b.tensor.to_dtype(dt)?);
+    same(x.tensor.instance_norm(Some(&s), Some(&b), eps)?, x)
 }
 
 fn layer_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
@@ -822,34 +699,19 @@ fn group_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
     let (g, c) = (g as usize, d[1]);
     let eps = n.f("epsilon", 1e-5) as f64;
     let dt = x.tensor.dtype();
-    let work = if dt == DType::F64 {
-        DType::F64
-    } else {
-        DType::F32
-    };
-    let grouped =
-        x.tensor
-            .to_dtype(work)?
-            .reshape(vec![d[0], g, x.tensor.numel() / (d[0] * g).max(1)])?;
-    let y = standardize(&grouped, &[2], eps)?.reshape(d)?;
-    let r = d.len();
     // opset 18 gives one scale per group, opset 21 one per channel
-    let expand = |t: &Tensor| -> Result<Tensor> {
-        let t = t.to_dtype(work)?;
+    let per_channel = |t: &Tensor| -> Result<Tensor> {
+        let t = t.to_dtype(dt)?;
         if t.numel() == g && g != c {
-            per_channel(
-                &t.reshape(vec![g, 1])?
-                    .broadcast_to(vec![g, c / g])?
-                    .reshape(vec![c])?,
-                r,
-                work,
-            )
+            t.reshape(vec![g, 1])?
+                .broadcast_to(vec![g, c / g])?
+                .reshape(vec![c])
         } else {
-            per_channel(&t, r, work)
+            t.reshape(vec![t.numel()])
         }
     };
-    let y = y.mul(&expand(&s.tensor)?)?.add(&expand(&b.tensor)?)?;
-    same(y.to_dtype(dt)?, x)
+    let (s, b) = (per_channel(&s.tensor)?, per_channel(&b.tensor)?);
+    same(x.tensor.group_norm(g, Some(&s), Some(&b), eps)?, x)
 }
 
 fn rms_norm(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
