@@ -1,28 +1,11 @@
-//! Times each distinct convolution of ResNet-18 at batch 1 (inference, fused bias + ReLU), in
-//! thread CPU time so a busy machine changes the figures little: GFLOP/s per layer and the
-//! whole network's conv time (each layer weighted by how often ResNet-18 runs it).
+//! Times each distinct convolution of ResNet-18 at batch 1 (inference, fused bias + ReLU), one
+//! thread: GFLOP/s per layer and the whole network's conv time (each layer weighted by how
+//! often ResNet-18 runs it). Each figure is the fastest of `reps` single runs, which a busy
+//! machine disturbs less than a mean.
 //!
 //! `cargo run --release -p might --example resnet_convs -- [reps]`
 
 use might::{DType, Result, Tensor};
-
-#[repr(C)]
-struct Timespec {
-    sec: i64,
-    nsec: i64,
-}
-
-extern "C" {
-    fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-}
-
-/// Nanoseconds this thread has run on a CPU (Linux `CLOCK_THREAD_CPUTIME_ID`).
-fn cpu_ns() -> u64 {
-    let mut ts = Timespec { sec: 0, nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; clock 3 is CLOCK_THREAD_CPUTIME_ID.
-    unsafe { clock_gettime(3, &mut ts) };
-    ts.sec as u64 * 1_000_000_000 + ts.nsec as u64
-}
 
 fn main() -> Result<()> {
     let reps: usize = std::env::args()
@@ -54,12 +37,10 @@ fn main() -> Result<()> {
         let f = || x.conv2d_relu(&w, Some(&b), [s, s], [p, p], [1, 1], 1);
         f()?;
         let mut best = f64::MAX;
-        for _ in 0..3 {
-            let t = cpu_ns();
-            for _ in 0..reps {
-                f()?;
-            }
-            best = best.min((cpu_ns() - t) as f64 / reps as f64 / 1e6);
+        for _ in 0..reps {
+            let t = std::time::Instant::now();
+            f()?;
+            best = best.min(t.elapsed().as_secs_f64() * 1e3);
         }
         total += best * count as f64;
         println!(
