@@ -49,5 +49,14 @@ fn main() -> Result<()> {
         );
     }
     println!("all convs of ResNet-18: {total:.2} ms");
+    // the stem's max pool, 3x3 stride 2 padding 1 on the 112x112 maps
+    let x = Tensor::randn([1, 64, 112, 112], DType::F32)?;
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = std::time::Instant::now();
+        x.max_pool2d([3, 3], [2, 2], [1, 1])?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!("stem max pool 3x3/2: {best:.3} ms");
     Ok(())
 }

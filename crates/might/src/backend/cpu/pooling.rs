@@ -77,32 +77,12 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
     }
     let (rows, cols) = g.windows();
     let pair = g.pair();
-    let [kh, kw] = g.kernel;
-    // the run of output columns whose windows are not clipped by padding or the edge
-    let lo = cols.iter().position(|&(a, b)| b - a == kw).unwrap_or(g.ow);
-    let hi = lo + cols[lo..].iter().take_while(|&&(a, b)| b - a == kw).count();
     let plane = |((vp, ip), xp): ((&mut [T], &mut [i64]), &[T])| {
         if pair {
             return max_pool_2x2(xp, vp, ip, g);
         }
         for (oy, &(y0, y1)) in rows.iter().enumerate() {
-            let mut ox = 0;
-            if y1 - y0 == kh {
-                // unclipped windows, LANES at a time (ResNet's 3x3/2 stem pool was 6 % of the
-                // network's time in the one-at-a-time loop below)
-                for o in (lo..hi).step_by(LANES).take_while(|&o| o + LANES <= hi) {
-                    let at: [usize; LANES] = std::array::from_fn(|l| y0 * w + cols[o + l].0);
-                    let (best, at) = max_window(xp, at, w, kh, kw);
-                    vp[oy * g.ow + o..][..LANES].copy_from_slice(&best);
-                    for (d, &a) in ip[oy * g.ow + o..][..LANES].iter_mut().zip(&at) {
-                        *d = a as i64;
-                    }
-                }
-            }
             for (ox, &(x0, x1)) in cols.iter().enumerate() {
-                if y1 - y0 == kh && ox >= lo && ox < lo + (hi - lo) / LANES * LANES {
-                    continue;
-                }
                 // padding never wins: windows always hold a real element (padding <= k/2)
                 let (mut best, mut at) = (T::neg_infinity(), y0 * w + x0);
                 'win: for iy in y0..y1 {
@@ -138,40 +118,6 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
             .for_each(plane);
     }
     (vals, idx)
-}
-
-/// Outputs of [`max_window`] computed side by side.
-const LANES: usize = 8;
-
-/// The maxima (and their flat indices) of `LANES` unclipped `kh x kw` windows whose first
-/// elements are at `at`, in the sequential scan's order (row-major, the first maximum wins, the
-/// first NaN wins), without branches: the compares become vector selects.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)] // the lanes index four arrays at once
-fn max_window<T: ConvFloat>(
-    xp: &[T],
-    at: [usize; LANES],
-    w: usize,
-    kh: usize,
-    kw: usize,
-) -> ([T; LANES], [usize; LANES]) {
-    let mut best: [T; LANES] = std::array::from_fn(|l| xp[at[l]]);
-    let mut arg = at;
-    for ky in 0..kh {
-        for kx in 0..kw {
-            let d = ky * w + kx;
-            if d == 0 {
-                continue;
-            }
-            for l in 0..LANES {
-                let v = xp[at[l] + d];
-                let take = v > best[l] || (v.is_nan() && !best[l].is_nan());
-                best[l] = if take { v } else { best[l] };
-                arg[l] = if take { at[l] + d } else { arg[l] };
-            }
-        }
-    }
-    (best, arg)
 }
 
 impl PoolGeom {
@@ -370,8 +316,8 @@ pub fn adaptive_avg_pool2d_backward<T: ConvFloat>(
 mod tests {
     use super::*;
 
-    /// The unclipped-window path (8 outputs at a time) against a plain scan: ties, NaNs,
-    /// padding, strides, windows that overlap.
+    /// The general max pool against a plain scan: ties, NaNs, padding, strides, windows that
+    /// overlap.
     #[test]
     fn max_pool_interior_path_matches_a_plain_scan() {
         let mut rng = crate::Generator::new(3);
