@@ -733,7 +733,7 @@ fn bad_arguments_are_errors_naming_the_op(dev: Device) -> Result<()> {
     expect_err(x.scatter(0, &idx, &src), "scatter", ErrorKind::Index);
     let idx = ti(dev, &[0, 1], &[1, 2]);
     expect_err(
-        x.scatter(0, &idx, &src.to_dtype(DType::F64)?),
+        x.scatter(0, &idx, &src.to_dtype(DType::I64)?),
         "scatter",
         ErrorKind::DType,
     );

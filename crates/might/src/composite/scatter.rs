@@ -218,7 +218,6 @@ impl Tensor {
             .reshape([rows, width])?;
         let valid = Tensor::from_vec(valid, [rows, width])?.to_device(self.device())?;
         let zero = Tensor::zeros_on((), work, self.device())?;
-        let counts = Tensor::from_vec(counts, [rows])?.to_device(self.device())?;
         let r = match red {
             Reduce::Sum => Tensor::where_(&valid, &g, &zero)?.sum(1, false)?,
             Reduce::Prod => {
@@ -228,12 +227,11 @@ impl Tensor {
             Reduce::Mean => {
                 let sum = Tensor::where_(&valid, &g, &zero)?.sum(1, false)?;
                 if work.is_float() {
-                    sum.div(&counts.to_dtype(work)?)?
+                    // through the host in f64: a GPU holds no f64
+                    let n = Tensor::from_vec(counts, [rows])?.to_dtype(work)?;
+                    sum.div(&n.to_device(self.device())?)?
                 } else {
-                    sum.to_dtype(DType::F64)?
-                        .div(&counts)?
-                        .floor()?
-                        .to_dtype(work)?
+                    floor_div_host(&sum, &counts)?
                 }
             }
             Reduce::Amax | Reduce::Amin => {
@@ -286,16 +284,30 @@ impl Tensor {
                 .iter()
                 .map(|&c| (c + include_self as usize).max(1) as f64)
                 .collect();
-            let n = Tensor::from_vec(n, self.shape())?.to_device(dev)?;
             acc = if self.dtype().is_float() {
-                acc.div(&n.to_dtype(self.dtype())?)?
+                // through the host in f64: a GPU holds no f64
+                let n = Tensor::from_vec(n, self.shape())?.to_dtype(self.dtype())?;
+                acc.div(&n.to_device(dev)?)?
             } else {
-                acc.to_dtype(DType::F64)?
-                    .div(&n)?
-                    .floor()?
-                    .to_dtype(self.dtype())?
+                floor_div_host(&acc, &n)?
             };
         }
         Tensor::where_(&written, &acc, self)
     }
+}
+
+/// `floor(t / n)` elementwise for an integer tensor `t` (on any device) and divisors `n >= 1`
+/// given on the host: the integer mean, which rounds down as torch's does. Computed on the
+/// host, since integer division has no tensor op (and a GPU holds no f64 to go through).
+#[track_caller]
+fn floor_div_host(t: &Tensor, n: &[f64]) -> Result<Tensor> {
+    let v = t.to_dtype(DType::I64)?.to_vec::<i64>()?;
+    let q: Vec<i64> = v
+        .iter()
+        .zip(n)
+        .map(|(&a, &n)| a.div_euclid((n as i64).max(1)))
+        .collect();
+    Tensor::from_vec(q, t.dims())?
+        .to_dtype(t.dtype())?
+        .to_device(t.device())
 }
