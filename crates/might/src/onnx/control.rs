@@ -55,6 +55,27 @@ fn stack(op: &str, parts: &[Value], axis: i64) -> Result<Value> {
     Ok(Value::typed(Tensor::stack(&ts, a as isize)?, first.elem))
 }
 
+/// Hand out one run of a Loop or Scan body's outputs: first the new values of the carried
+/// state, then one slice for each scan output.
+fn take_body_outputs(
+    op: &str,
+    outs: &mut impl Iterator<Item = Value>,
+    carried: &mut [Value],
+    scans: &mut [Vec<Value>],
+) -> Result<()> {
+    let mut next = || {
+        outs.next()
+            .ok_or_else(|| Error::invalid(op, "body output missing"))
+    };
+    for slot in carried.iter_mut() {
+        *slot = next()?;
+    }
+    for s in scans.iter_mut() {
+        s.push(next()?);
+    }
+    Ok(())
+}
+
 impl Model {
     /// Run control-flow node `node` with inputs `ins` in scope `scope`.
     pub(super) fn run_control(
@@ -209,17 +230,7 @@ impl Model {
                 .next()
                 .ok_or_else(|| Error::invalid("Loop", "body gave no condition"))?;
             cond = c.tensor.to_f64_vec().first().copied().unwrap_or(0.0) != 0.0;
-            for slot in carried.iter_mut() {
-                *slot = outs
-                    .next()
-                    .ok_or_else(|| Error::invalid("Loop", "body output missing"))?;
-            }
-            for s in scans.iter_mut() {
-                s.push(
-                    outs.next()
-                        .ok_or_else(|| Error::invalid("Loop", "body output missing"))?,
-                );
-            }
+            take_body_outputs("Loop", &mut outs, &mut carried, &mut scans)?;
             i += 1;
         }
         let mut out = carried;
@@ -346,17 +357,7 @@ impl Model {
                 ));
             }
             let mut res = self.run_graph(g, args, scope)?.into_iter();
-            for s in state.iter_mut() {
-                *s = res
-                    .next()
-                    .ok_or_else(|| Error::invalid("Scan", "body output missing"))?;
-            }
-            for o in outs.iter_mut() {
-                o.push(
-                    res.next()
-                        .ok_or_else(|| Error::invalid("Scan", "body output missing"))?,
-                );
-            }
+            take_body_outputs("Scan", &mut res, &mut state, &mut outs)?;
         }
         let mut result = state;
         for (j, mut parts) in outs.into_iter().enumerate() {
