@@ -225,6 +225,10 @@ pub fn conv2d_forward<T: ConvFloat>(
         depthwise(x, w, bias, g, relu, &mut out);
         return out;
     }
+    if super::winograd::suits::<T>(g) {
+        super::winograd::forward(x, w, bias, g, relu, &mut out);
+        return out;
+    }
     let plan = Plan::new(g, w, false);
     // One run of samples: `xs` holds its inputs, `os` its outputs.
     // One sample on several threads: the GEMM's output rows split between them (below).

@@ -30,6 +30,7 @@ pub mod threads;
 pub mod transpose;
 pub(crate) mod unary_ops;
 pub mod vmath;
+pub(crate) mod winograd;
 pub mod wsum;
 
 pub(crate) use dispatch::CpuDevice;
