@@ -43,18 +43,6 @@ pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug
     ) -> bool {
         false
     }
-
-    /// The direct kernel's products for rows of at most 16 positions, if this type has a
-    /// kernel for them (see [`super::conv_narrow`]); false leaves them to the generic tiles.
-    fn narrow_products(
-        _x: &[Self],
-        _off: &[usize],
-        _w: &[Self],
-        _out: &mut [Self],
-        _ldo: usize,
-    ) -> bool {
-        false
-    }
 }
 
 macro_rules! conv_float {
@@ -68,16 +56,6 @@ macro_rules! conv_float {
                 ow: usize,
             ) -> bool {
                 $f(xp, w, vp, ip, ow)
-            }
-
-            fn narrow_products(
-                x: &[Self],
-                off: &[usize],
-                w: &[Self],
-                out: &mut [Self],
-                ldo: usize,
-            ) -> bool {
-                super::conv_narrow::products16(x, off, w, out, ldo)
             })?
 
             fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [Self]) -> R) -> R {

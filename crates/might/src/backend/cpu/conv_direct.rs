@@ -391,9 +391,6 @@ pub(super) fn shifted_products<T: ConvFloat>(
     if klen == 0 {
         return out.fill(T::zero());
     }
-    if len <= super::conv_narrow::WIDTH && T::narrow_products(x, off, &w.data, out, ldo) {
-        return;
-    }
     #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
     match level() {
         // SAFETY: level 2 means the CPU supports AVX-512F, AVX2 and FMA.

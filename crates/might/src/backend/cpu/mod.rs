@@ -5,7 +5,6 @@ pub(crate) mod attention;
 pub mod bgemm;
 pub mod conv;
 pub mod conv_direct;
-mod conv_narrow;
 pub(crate) mod dispatch;
 pub mod elementwise;
 pub(crate) mod fused;
