@@ -87,10 +87,11 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
 /// scan's order (row-major; the first maximum wins, the first NaN wins) with selects instead of
 /// branches.
 fn max_pool_rows<T: ConvFloat>(xp: &[T], vp: &mut [T], ip: &mut [i64], g: &PoolGeom) {
-    // indices as wide as the values while they are compared (a select on 32-bit lanes for
-    // f32), widened once per row
-    // (the loops inline into the vector build whole; a closure this size did not)
-    if g.h * g.w < i32::MAX as usize {
+    // Indices as wide as the values while they are compared (a select on 32-bit lanes for
+    // f32), widened once per row; i32 holds every candidate's, padding's included (at most
+    // a row and a kernel past the plane). The loops inline into the vector build whole (a
+    // closure of this size did not, and compiled for baseline SSE2).
+    if g.h * g.w + 2 * (g.w + g.kernel[1]) < i32::MAX as usize {
         super::simd::run(
             #[inline(always)]
             || max_pool_rows_as::<T, i32>(xp, vp, ip, g),
