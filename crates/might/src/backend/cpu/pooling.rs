@@ -80,12 +80,12 @@ pub fn max_pool2d_forward<T: ConvFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i
 }
 
 /// Any max pool of one plane, a whole output row at a time so that the loops vectorise (the
-/// per-window scalar scan took 2.5 ms on ResNet-18's 3x3 stride-2 stem pool, 64 planes of
-/// 112x112; this 0.2). Each input row is padded with `-inf` and dealt into its `stride` phases,
-/// `phase[r][j] = row[j * stride + r]`, so window column `dx` of every output is the contiguous
-/// run `phase[dx % stride][dx / stride..]`; the window's elements are visited in the plain
-/// scan's order (row-major; the first maximum wins, the first NaN wins) with selects instead of
-/// branches.
+/// per-window scalar scan took 2.3 ms on ResNet-18's 3x3 stride-2 stem pool, 64 planes of
+/// 112x112, one thread; this 1.0-1.4). Each input row is padded with `-inf` and dealt into its
+/// `stride` phases, `phase[r][j] = row[j * stride + r]`, so window column `dx` of every output
+/// is the contiguous run `phase[dx % stride][dx / stride..]`; the window's elements are
+/// visited in the plain scan's order (row-major; the first maximum wins, the first NaN wins)
+/// with selects instead of branches.
 fn max_pool_rows<T: ConvFloat>(xp: &[T], vp: &mut [T], ip: &mut [i64], g: &PoolGeom) {
     // Indices as wide as the values while they are compared (a select on 32-bit lanes for
     // f32), widened once per row; i32 holds every candidate's, padding's included (at most
@@ -122,36 +122,34 @@ fn max_pool_rows_as<T: ConvFloat, I: num_traits::PrimInt + num_traits::Signed + 
     let mut best = vec![T::neg_infinity(); ow];
     let mut at = vec![I::zero(); ow];
     let steps: Vec<I> = (0..ow).map(|ox| idx(ox * sw)).collect();
-    {
-        for oy in 0..g.oh {
-            let (y0, y1, _) = PoolGeom::window(oy, kh, sh, ph, g.h);
-            // until a candidate wins, the window's first real element (all -inf, or padding)
-            for (ox, a) in at.iter_mut().enumerate() {
-                *a = idx(y0 * w + (ox * sw).saturating_sub(pw));
+    for oy in 0..g.oh {
+        let (y0, y1, _) = PoolGeom::window(oy, kh, sh, ph, g.h);
+        // until a candidate wins, the window's first real element (all -inf, or padding)
+        for (ox, a) in at.iter_mut().enumerate() {
+            *a = idx(y0 * w + (ox * sw).saturating_sub(pw));
+        }
+        best.fill(T::neg_infinity());
+        for iy in y0..y1 {
+            let row = &xp[iy * w..(iy + 1) * w];
+            // padded position j holds row[j - pw]
+            let n = w.min(padded.len() - pw);
+            padded[pw..pw + n].copy_from_slice(&row[..n]);
+            match sw {
+                1 => phases.copy_from_slice(&padded),
+                2 => deal::<T, 2>(&padded, &mut phases, plen),
+                _ => deal_by(&padded, &mut phases, plen, sw, 0),
             }
-            best.fill(T::neg_infinity());
-            for iy in y0..y1 {
-                let row = &xp[iy * w..(iy + 1) * w];
-                // padded position j holds row[j - pw]
-                let n = w.min(padded.len() - pw);
-                padded[pw..pw + n].copy_from_slice(&row[..n]);
-                match sw {
-                    1 => phases.copy_from_slice(&padded),
-                    2 => deal::<T, 2>(&padded, &mut phases, plen),
-                    _ => deal_by(&padded, &mut phases, plen, sw),
-                }
-                for dx in 0..kw {
-                    let cand = &phases[(dx % sw) * plen + dx / sw..][..ow];
-                    // flat index of candidate ox: iy * w + dx - pw + ox * sw (padding, whose
-                    // index would be off the row, never wins: it is -inf)
-                    let base = idx(iy * w + dx) - idx(pw);
-                    take_greater(&mut best, &mut at, cand, base, &steps);
-                }
+            for dx in 0..kw {
+                let cand = &phases[(dx % sw) * plen + dx / sw..][..ow];
+                // flat index of candidate ox: iy * w + dx - pw + ox * sw (padding, whose
+                // index would be off the row, never wins: it is -inf)
+                let base = idx(iy * w + dx) - idx(pw);
+                take_greater(&mut best, &mut at, cand, base, &steps);
             }
-            vp[oy * ow..(oy + 1) * ow].copy_from_slice(&best);
-            for (o, &a) in ip[oy * ow..(oy + 1) * ow].iter_mut().zip(&at) {
-                *o = a.into();
-            }
+        }
+        vp[oy * ow..(oy + 1) * ow].copy_from_slice(&best);
+        for (o, &a) in ip[oy * ow..(oy + 1) * ow].iter_mut().zip(&at) {
+            *o = a.into();
         }
     }
 }
@@ -174,17 +172,16 @@ fn deal<T: Copy, const S: usize>(padded: &[T], phases: &mut [T], plen: usize) {
                 *v = i[j * S + r];
             }
         }
-        for (j, v) in ph_r[full..].iter_mut().enumerate() {
-            *v = padded[(full + j) * S + r];
-        }
     }
+    deal_by(padded, phases, plen, S, full);
 }
 
-/// [`deal`] for any stride.
-fn deal_by<T: Copy>(padded: &[T], phases: &mut [T], plen: usize, s: usize) {
+/// [`deal`] for any stride, from element `from` of each phase on.
+#[inline(always)]
+fn deal_by<T: Copy>(padded: &[T], phases: &mut [T], plen: usize, s: usize, from: usize) {
     for (r, ph_r) in phases.chunks_exact_mut(plen).enumerate() {
-        for (j, v) in ph_r.iter_mut().enumerate() {
-            *v = padded[j * s + r];
+        for (j, v) in ph_r[from..].iter_mut().enumerate() {
+            *v = padded[(from + j) * s + r];
         }
     }
 }

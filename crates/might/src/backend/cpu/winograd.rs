@@ -13,8 +13,8 @@
 //!
 //! Measured on ResNet-18's layers at batch 1, one thread (Xeon, AVX-512), with the filters
 //! kept transformed ([`cache`]): 64 channels at 56x56 1.22 ms against 2.15 direct, 128 at
-//! 28x28 1.01 against 2.04, 256 at 14x14 1.76 against 2.05; all its convs 26.1 ms against
-//! 33.7. The result differs from the direct sum by rounding only, a little more of it (the
+//! 28x28 1.01 against 2.04, 256 at 14x14 1.76 against 2.05 alone (but not inside the
+//! network: see [`suits`]); all its convs 26.1 ms against 33.7. The result differs from the direct sum by rounding only, a little more of it (the
 //! transforms scale values by up to 8 and back): errors up to ~2e-6 of the sum of the terms'
 //! magnitudes in f32, against ~1e-7. f64 and other shapes keep the direct and im2col kernels.
 
@@ -34,8 +34,8 @@ const XI: usize = P * P;
 /// ResNet-18 (one thread; direct or im2col + GEMM against Winograd): 64 channels at 56x56 and
 /// 128 at 28x28 gain; 512 at 7x7 (four tiles, 38 MB of transformed weights) loses; 256 at
 /// 14x14 (16 tiles) gains alone but loses inside the network, where its 9.4 MB of banks no
-/// longer sit in cache and its products wait on memory (2.6-3.0 ms a layer against ~2.2
-/// direct). Samples run one by one, their tiles padded to whole register tiles of 32: with a
+/// longer sit in cache and its products wait on memory (2.5-3.0 ms a layer there, against
+/// 1.4-1.8 alone and 2.05 direct alone). Samples run one by one, their tiles padded to whole register tiles of 32: with a
 /// batch, small maps lose to the direct kernel (the MNIST CNN's 32 -> 64 channels at 14x14,
 /// batch 64, new weights each call as in training: 8.0 against 3.8 ms; at 28x28 15.6 against
 /// 16.4; 64 channels at 56x56, batch 4: 4.6 against 8.0). Hence 32 tiles a sample.
