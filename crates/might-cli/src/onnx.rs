@@ -26,7 +26,8 @@ pub struct RunArgs {
     /// Kernel threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Print the time spent in each operator type (one more run).
+    /// Print the time spent in each operator type and the slowest nodes (mean of `--reps` more
+    /// runs, at least one).
     #[arg(long)]
     pub profile: bool,
 }
@@ -121,19 +122,46 @@ mod imp {
         }
         times.sort_by(f64::total_cmp);
         if args.profile {
-            let vals = refs
+            let vals: std::collections::HashMap<String, might::onnx::Value> = refs
                 .iter()
                 .map(|(n, t)| (n.to_string(), might::onnx::Value::new(t.clone())))
                 .collect();
-            let (_, prof) = model.run_profiled(vals)?;
-            let mut v: Vec<(String, f64)> = prof.into_iter().collect();
-            v.sort_by(|a, b| b.1.total_cmp(&a.1));
-            let total: f64 = v.iter().map(|x| x.1).sum();
-            for (op, ms) in v {
+            let runs = args.reps.max(1);
+            // per node, in run order: (op, node, total ms over the runs)
+            let mut nodes: Vec<(String, String, f64)> = Vec::new();
+            for _ in 0..runs {
+                let (_, prof) = model.run_profiled(vals.clone())?;
+                if nodes.is_empty() {
+                    nodes = prof;
+                } else {
+                    for (n, p) in nodes.iter_mut().zip(prof) {
+                        n.2 += p.2;
+                    }
+                }
+            }
+            for n in nodes.iter_mut() {
+                n.2 /= runs as f64;
+            }
+            let total: f64 = nodes.iter().map(|x| x.2).sum();
+            let mut by_op: Vec<(String, f64)> = Vec::new();
+            for (op, _, ms) in &nodes {
+                match by_op.iter_mut().find(|x| &x.0 == op) {
+                    Some(x) => x.1 += ms,
+                    None => by_op.push((op.clone(), *ms)),
+                }
+            }
+            by_op.sort_by(|a, b| b.1.total_cmp(&a.1));
+            eprintln!("time per operator type (mean of {runs} runs):");
+            for (op, ms) in by_op {
                 eprintln!(
                     "{op:<24} {ms:9.2} ms  {:5.1} %",
                     100.0 * ms / total.max(1e-9)
                 );
+            }
+            nodes.sort_by(|a, b| b.2.total_cmp(&a.2));
+            eprintln!("slowest nodes:");
+            for (op, name, ms) in nodes.iter().take(15) {
+                eprintln!("{op:<12} {name:<40} {ms:9.3} ms");
             }
         }
         if let Some(dir) = &args.output {

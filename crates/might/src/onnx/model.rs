@@ -377,13 +377,14 @@ impl Model {
         self.run_inner(inputs, None)
     }
 
-    /// [`run_values`](Model::run_values) that also returns the milliseconds spent in each
-    /// operator type (for `might run --profile`).
+    /// [`run_values`](Model::run_values) that also returns the milliseconds each node took, as
+    /// `(operator type, node name or "#index", ms)` in the order they ran (for
+    /// `might run --profile`).
     pub fn run_profiled(
         &self,
         inputs: HashMap<String, Value>,
-    ) -> Result<(Outputs, BTreeMap<String, f64>)> {
-        let mut prof = BTreeMap::new();
+    ) -> Result<(Outputs, Vec<(String, String, f64)>)> {
+        let mut prof = Vec::new();
         let out = self.run_inner(inputs, Some(&mut prof))?;
         Ok((out, prof))
     }
@@ -391,7 +392,7 @@ impl Model {
     fn run_inner(
         &self,
         inputs: HashMap<String, Value>,
-        mut prof: Option<&mut BTreeMap<String, f64>>,
+        mut prof: Option<&mut Vec<(String, String, f64)>>,
     ) -> Result<Vec<(String, Value)>> {
         let _guard = crate::no_grad();
         let declared = self.inputs();
@@ -470,7 +471,11 @@ impl Model {
             }
             .map_err(|e| self.node_err(node, e.to_string()))?;
             if let (Some(p), Some(t0)) = (prof.as_deref_mut(), t0) {
-                *p.entry(nd.op().to_string()).or_insert(0.0) += t0.elapsed().as_secs_f64() * 1e3;
+                let name = match node.name.as_deref().unwrap_or("") {
+                    "" => format!("#{i}"),
+                    n => n.to_string(),
+                };
+                p.push((nd.op().to_string(), name, t0.elapsed().as_secs_f64() * 1e3));
             }
             for (name, v) in node.output.iter().zip(outs) {
                 if !name.is_empty() {

@@ -43,11 +43,24 @@ pub trait ConvFloat: GemmDType + num_traits::Float + AddAssign + std::fmt::Debug
     ) -> bool {
         false
     }
+
+    /// The same buffer as `f32`s when `Self` is `f32`: the kernels written for f32 vectors
+    /// only ([`super::conv_blocked`]) take it from here.
+    fn as_f32(_s: &[Self]) -> Option<&[f32]> {
+        None
+    }
+
+    /// [`ConvFloat::as_f32`] for a buffer to write.
+    fn as_f32_mut(_s: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
 }
 
 macro_rules! conv_float {
-    ($t:ty $(, $name:ident = $f:path)?) => {
+    ($t:ty $(, $name:ident = $f:path)? $(; $($extra:tt)*)?) => {
         impl ConvFloat for $t {
+            $($($extra)*)?
+
             $(fn $name(
                 xp: &[Self],
                 w: usize,
@@ -82,7 +95,14 @@ macro_rules! conv_float {
         }
     };
 }
-conv_float!(f32, max_pool_2x2_plane = super::max_pool_simd::plane_f32);
+conv_float!(f32, max_pool_2x2_plane = super::max_pool_simd::plane_f32;
+    fn as_f32(s: &[f32]) -> Option<&[f32]> {
+        Some(s)
+    }
+    fn as_f32_mut(s: &mut [f32]) -> Option<&mut [f32]> {
+        Some(s)
+    }
+);
 conv_float!(f64);
 
 /// Multiply-adds below which a conv stays on the calling thread.
@@ -228,6 +248,15 @@ pub fn conv2d_forward<T: ConvFloat>(
     if super::winograd::suits::<T>(g) {
         super::winograd::forward(x, w, bias, g, relu, &mut out);
         return out;
+    }
+    if super::conv_blocked::suits(g) {
+        let b32 = bias.map(T::as_f32);
+        if let (Some(x), Some(w), Some(o), None | Some(Some(_))) =
+            (T::as_f32(x), T::as_f32(w), T::as_f32_mut(&mut out), b32)
+        {
+            super::conv_blocked::forward(x, w, b32.flatten(), g, relu, o);
+            return out;
+        }
     }
     let plan = Plan::new(g, w, false);
     // One run of samples: `xs` holds its inputs, `os` its outputs.

@@ -80,7 +80,7 @@ pub fn set_cache_limit(bytes: usize) {
 
 /// Free every cached buffer (like `torch.cuda.empty_cache`, for CPU memory).
 pub fn empty_cache() {
-    super::winograd::clear_cache();
+    super::packed_cache::clear();
     let old = BINS.lock().map(|mut g| g.take()).unwrap_or(None);
     drop(old); // freed outside the lock
 }

@@ -12,7 +12,7 @@
 //! vectorised along the tiles.
 //!
 //! Measured on ResNet-18's layers at batch 1, one thread (Xeon, AVX-512), with the filters
-//! kept transformed ([`cache`]): 64 channels at 56x56 1.22 ms against 2.15 direct, 128 at
+//! kept transformed ([`banks`]): 64 channels at 56x56 1.22 ms against 2.15 direct, 128 at
 //! 28x28 1.01 against 2.04, 256 at 14x14 1.76 against 2.05 alone (but not inside the
 //! network: see [`suits`]); all its convs 26.1 ms against 33.7. The result differs from the direct sum by rounding only, a little more of it (the
 //! transforms scale values by up to 8 and back): errors up to ~2e-6 of the sum of the terms'
@@ -73,8 +73,8 @@ pub(super) fn forward<T: ConvFloat>(
     let opad = o.div_ceil(RF) * RF;
     let nt = g.oh.div_ceil(M) * g.ow.div_ceil(M);
     let ld = tiled(nt);
-    let entry = cache::banks(w, c, o);
-    let banks = &entry.banks;
+    let entry = banks(w, c, o);
+    let banks = &entry.packed;
     let (v_len, m_len) = (XI * c * ld, XI * opad * ld);
     // each thread takes a run of channels in the transforms, with one scratch buffer
     let parts = threads::get_num_threads().min(c).max(1);
@@ -110,6 +110,26 @@ pub(super) fn forward<T: ConvFloat>(
                 }
             });
         }
+    })
+}
+
+/// The transformed filters of `w` (`[o, c, 3, 3]`), kept between calls
+/// ([`super::packed_cache`]) so that a network run again and again (inference) transforms
+/// each layer's weights once, as onnxruntime pre-packs them when it loads a model: the
+/// transform writes four times the weights' size (36 taps for 9), which at 256 channels
+/// (9.4 MB of banks) took longer than the layer's products.
+fn banks<T: ConvFloat>(
+    w: &[T],
+    c: usize,
+    o: usize,
+) -> std::sync::Arc<super::packed_cache::Entry<T, Vec<Packed<T>>>> {
+    super::packed_cache::get(w, 1, || {
+        let opad = o.div_ceil(RF) * RF;
+        let mut banks: Vec<Packed<T>> = (0..XI).map(|_| Packed::zeroed(opad, c)).collect();
+        T::with_scratch(27 * opad * c, |tmp| {
+            transform_weights(w, c, o, opad, &mut banks, tmp)
+        });
+        (banks, XI * opad * c * std::mem::size_of::<T>())
     })
 }
 
@@ -403,161 +423,6 @@ fn transform_output<T: ConvFloat>(
     });
 }
 
-/// Transformed filters kept between calls, so that a network run again and again (inference)
-/// transforms each layer's weights once, as onnxruntime pre-packs them when it loads a model:
-/// the transform writes four times the weights' size (36 taps for 9), which at 256 channels
-/// (9.4 MB of banks) took longer than the layer's products.
-///
-/// Keyed by the weights' *contents*, never by where they live: a hit compares every element
-/// with the copy kept beside the banks, so weights changed in place or a freed buffer reused
-/// for other weights can never hand out stale banks. To keep training (new weights every
-/// step) from filling memory with banks that are never reused, a layer is kept only when the
-/// same buffer comes back with the same sampled values: its first call just leaves a
-/// fingerprint. Bounded by [`LIMIT`] bytes, least recently used out first;
-/// [`super::pool::empty_cache`] clears it.
-mod cache {
-    use super::{transform_weights, ConvFloat, Packed, RF, XI};
-    use std::any::Any;
-    use std::sync::{Arc, Mutex};
-
-    /// Most bytes of banks (and weight copies) kept.
-    const LIMIT: usize = 256 << 20;
-    /// Fingerprints of recent first calls remembered.
-    const SEEN: usize = 256;
-    /// Elements sampled for a fingerprint.
-    const SAMPLES: usize = 64;
-
-    /// One layer's banks and the weights they were made from.
-    pub(in super::super) struct Entry<T> {
-        w: Vec<T>,
-        pub(in super::super) banks: Vec<Packed<T>>,
-    }
-
-    struct Slot {
-        entry: Arc<dyn Any + Send + Sync>,
-        print: u64,
-        bytes: usize,
-        used: u64,
-    }
-
-    struct Cache {
-        slots: Vec<Slot>,
-        /// (buffer address, fingerprint) of recent calls not kept yet
-        seen: Vec<(usize, u64)>,
-        bytes: usize,
-        clock: u64,
-    }
-
-    static CACHE: Mutex<Cache> = Mutex::new(Cache {
-        slots: Vec::new(),
-        seen: Vec::new(),
-        bytes: 0,
-        clock: 0,
-    });
-
-    /// The weights' length and sampled values, hashed (FNV-1a).
-    fn fingerprint<T: ConvFloat>(w: &[T]) -> u64 {
-        let step = (w.len() / SAMPLES).max(1);
-        let mut h = 0xcbf2_9ce4_8422_2325u64 ^ w.len() as u64;
-        for v in w.iter().step_by(step) {
-            h = (h ^ v.to_f64().unwrap_or(0.0).to_bits()).wrapping_mul(0x100_0000_01b3);
-        }
-        h
-    }
-
-    /// Whether two buffers hold the same bits (libc's `memcmp`, three times the speed of an
-    /// element loop: 1.5 ms of ResNet-18's run went to these checks). Bits, not `==`: a NaN
-    /// weight matches itself (its banks were made from those very bits) and `-0.0` misses
-    /// `0.0` (transformed again: safe).
-    fn same<T: ConvFloat>(a: &[T], b: &[T]) -> bool {
-        let bytes = |v: &[T]| {
-            // SAFETY: `T` is f32 or f64 (plain bits, no padding), so every byte of the slice
-            // is initialised and readable as `u8` for its whole length.
-            unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
-        };
-        a.len() == b.len() && bytes(a) == bytes(b)
-    }
-
-    /// The banks of weights `w` (`[o, c, 3, 3]`): kept ones when these weights were seen
-    /// before, else freshly transformed.
-    pub(in super::super) fn banks<T: ConvFloat>(w: &[T], c: usize, o: usize) -> Arc<Entry<T>> {
-        let print = fingerprint(w);
-        let addr = w.as_ptr() as usize;
-        let keep = {
-            let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-            cache.clock += 1;
-            let now = cache.clock;
-            for slot in cache.slots.iter_mut() {
-                if slot.print != print {
-                    continue;
-                }
-                if let Ok(e) = slot.entry.clone().downcast::<Entry<T>>() {
-                    if same(&e.w, w) {
-                        slot.used = now;
-                        return e;
-                    }
-                }
-            }
-            // kept from the second call of the same buffer with the same values on
-            match cache.seen.iter().position(|&s| s == (addr, print)) {
-                Some(i) => {
-                    cache.seen.remove(i);
-                    true
-                }
-                None => {
-                    if cache.seen.len() >= SEEN {
-                        cache.seen.remove(0);
-                    }
-                    cache.seen.push((addr, print));
-                    false
-                }
-            }
-        };
-        let opad = o.div_ceil(RF) * RF;
-        let mut banks: Vec<Packed<T>> = (0..XI).map(|_| Packed::zeroed(opad, c)).collect();
-        T::with_scratch(27 * opad * c, |tmp| {
-            transform_weights(w, c, o, opad, &mut banks, tmp)
-        });
-        let entry = Arc::new(Entry {
-            w: w.to_vec(),
-            banks,
-        });
-        let bytes = (XI * opad * c + w.len()) * std::mem::size_of::<T>();
-        if keep && bytes <= LIMIT {
-            let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-            while cache.bytes + bytes > LIMIT {
-                let Some(lru) = (0..cache.slots.len()).min_by_key(|&i| cache.slots[i].used) else {
-                    break;
-                };
-                let gone = cache.slots.swap_remove(lru);
-                cache.bytes -= gone.bytes;
-            }
-            let used = cache.clock;
-            cache.bytes += bytes;
-            cache.slots.push(Slot {
-                entry: entry.clone(),
-                print,
-                bytes,
-                used,
-            });
-        }
-        entry
-    }
-
-    /// Drop every kept bank.
-    pub(in super::super) fn clear() {
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        cache.slots.clear();
-        cache.seen.clear();
-        cache.bytes = 0;
-    }
-}
-
-/// Free the kept transformed filters (see [`cache`]).
-pub(super) fn clear_cache() {
-    cache::clear()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -681,7 +546,7 @@ mod tests {
         for _ in 0..3 {
             check(&g, &x, &w, &b, false);
         }
-        clear_cache();
+        super::super::packed_cache::clear();
         check(&g, &x, &w, &b, true);
     }
 
