@@ -58,5 +58,12 @@ fn main() -> Result<()> {
         best = best.min(t.elapsed().as_secs_f64() * 1e3);
     }
     println!("stem max pool 3x3/2: {best:.3} ms");
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = std::time::Instant::now();
+        x.max_pool2d_with_indices([3, 3], [2, 2], [1, 1])?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!("stem max pool 3x3/2 with indices (training): {best:.3} ms");
     Ok(())
 }

@@ -460,6 +460,9 @@ impl Storage {
             Ok((w(v), w(i)))
         })
     }
+    pub(crate) fn max_pool2d_values(&self, l: &Layout, geom: &PoolGeom) -> Result<Storage> {
+        one!(self, |s, w| Ok(w(s.max_pool2d_values(l, geom)?)))
+    }
     pub(crate) fn max_pool2d_backward(
         &self,
         l: &Layout,

@@ -432,6 +432,10 @@ pub(crate) trait BackendStorage: Sized {
     ) -> Result<[Option<Self>; 3]>;
     /// Max pooling: the values and the int64 flat index `iy * W + ix` of each.
     fn max_pool2d(&self, l: &Layout, geom: &PoolGeom) -> Result<(Self, Self)>;
+    /// Max pooling's values alone (inference): a backend may skip the indices.
+    fn max_pool2d_values(&self, l: &Layout, geom: &PoolGeom) -> Result<Self> {
+        Ok(self.max_pool2d(l, geom)?.0)
+    }
     /// `self` is the output gradient.
     fn max_pool2d_backward(
         &self,

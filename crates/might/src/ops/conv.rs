@@ -286,7 +286,13 @@ impl Tensor {
         stride: [usize; 2],
         padding: [usize; 2],
     ) -> Result<Tensor> {
-        Ok(self.max_pool2d_with_indices(kernel, stride, padding)?.0)
+        if crate::autograd::is_grad_enabled() && self.requires_grad() {
+            return Ok(self.max_pool2d_with_indices(kernel, stride, padding)?.0);
+        }
+        // no gradient to route: the values alone, which a backend may find faster
+        let (x, geom, out_shape) = pool_setup("max_pool2d", self, kernel, stride, padding)?;
+        let out = x.storage().max_pool2d_values(x.layout(), &geom)?;
+        Ok(Tensor::from_storage(out, out_shape))
     }
 
     /// [`max_pool2d`](Tensor::max_pool2d) that also returns, for every output, the flat index

@@ -642,6 +642,9 @@ impl BackendStorage for S {
             s => return Err(unsupported("max_pool2d", s)),
         })
     }
+    fn max_pool2d_values(&self, l: &Layout, geom: &PoolGeom) -> Result<S> {
+        float_dense!("max_pool2d", self, l, |x| kp::max_pool2d_values(x, geom))
+    }
     fn max_pool2d_backward(&self, l: &Layout, idx: &S, il: &Layout, geom: &PoolGeom) -> Result<S> {
         let S::I64(iv) = idx else {
             return Err(unsupported("max_pool2d_backward", idx));
