@@ -26,7 +26,7 @@ mod ops;
 pub mod proto;
 mod value;
 
-pub use model::{IoInfo, Model, OPSETS};
+pub use model::{IoInfo, Model, NodeTimes, OPSETS};
 pub use ops::lookup as supports_op;
 pub use value::{dtype_of, elem, elem_name, elem_of, tensor_from_proto, Value};
 

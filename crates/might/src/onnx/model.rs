@@ -25,6 +25,10 @@ pub struct IoInfo {
     pub dims: Vec<String>,
 }
 
+/// Milliseconds each node took, as `(operator type, node name or "#index", ms)` in the order
+/// they ran ([`Model::run_profiled`]).
+pub type NodeTimes = Vec<(String, String, f64)>;
+
 /// A loaded ONNX model. Cheap to run many times; [`Model::run`] takes the inputs by name.
 pub struct Model {
     graph: GraphProto,
@@ -380,10 +384,7 @@ impl Model {
     /// [`run_values`](Model::run_values) that also returns the milliseconds each node took, as
     /// `(operator type, node name or "#index", ms)` in the order they ran (for
     /// `might run --profile`).
-    pub fn run_profiled(
-        &self,
-        inputs: HashMap<String, Value>,
-    ) -> Result<(Outputs, Vec<(String, String, f64)>)> {
+    pub fn run_profiled(&self, inputs: HashMap<String, Value>) -> Result<(Outputs, NodeTimes)> {
         let mut prof = Vec::new();
         let out = self.run_inner(inputs, Some(&mut prof))?;
         Ok((out, prof))
@@ -392,7 +393,7 @@ impl Model {
     fn run_inner(
         &self,
         inputs: HashMap<String, Value>,
-        mut prof: Option<&mut Vec<(String, String, f64)>>,
+        mut prof: Option<&mut NodeTimes>,
     ) -> Result<Vec<(String, Value)>> {
         let _guard = crate::no_grad();
         let declared = self.inputs();
