@@ -6,6 +6,8 @@ pub mod bgemm;
 pub mod conv;
 pub(crate) mod conv_blocked;
 pub mod conv_direct;
+#[cfg(test)]
+mod conv_testing;
 pub(crate) mod dispatch;
 pub mod elementwise;
 pub(crate) mod fused;

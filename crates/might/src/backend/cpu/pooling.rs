@@ -120,13 +120,7 @@ fn max_plane<T: ConvFloat>(xp: &[T], vp: &mut [T], g: &PoolGeom) {
     // `across[iy]`: row `iy`'s maximum over each output column's window
     let mut across = vec![T::neg_infinity(); g.h * ow];
     for (row, acc) in xp.chunks_exact(w).zip(across.chunks_exact_mut(ow)) {
-        let n = w.min(padded.len() - pw);
-        padded[pw..pw + n].copy_from_slice(&row[..n]);
-        match sw {
-            1 => phases.copy_from_slice(&padded),
-            2 => deal::<T, 2>(&padded, &mut phases, plen),
-            _ => deal_by(&padded, &mut phases, plen, sw, 0),
-        }
+        pad_and_deal(row, pw, sw, &mut padded, &mut phases);
         let cand = |dx: usize| &phases[(dx % sw) * plen + dx / sw..][..ow];
         max_of(acc, kw, cand);
     }
@@ -220,15 +214,7 @@ fn max_pool_rows_as<T: ConvFloat, I: num_traits::PrimInt + num_traits::Signed + 
         }
         best.fill(T::neg_infinity());
         for iy in y0..y1 {
-            let row = &xp[iy * w..(iy + 1) * w];
-            // padded position j holds row[j - pw]
-            let n = w.min(padded.len() - pw);
-            padded[pw..pw + n].copy_from_slice(&row[..n]);
-            match sw {
-                1 => phases.copy_from_slice(&padded),
-                2 => deal::<T, 2>(&padded, &mut phases, plen),
-                _ => deal_by(&padded, &mut phases, plen, sw, 0),
-            }
+            pad_and_deal(&xp[iy * w..(iy + 1) * w], pw, sw, &mut padded, &mut phases);
             for dx in 0..kw {
                 let cand = &phases[(dx % sw) * plen + dx / sw..][..ow];
                 // flat index of candidate ox: iy * w + dx - pw + ox * sw (padding, whose
@@ -241,6 +227,20 @@ fn max_pool_rows_as<T: ConvFloat, I: num_traits::PrimInt + num_traits::Signed + 
         for (o, &a) in ip[oy * ow..(oy + 1) * ow].iter_mut().zip(&at) {
             *o = a.into();
         }
+    }
+}
+
+/// One input row into `padded` after `pw` elements of `-inf` (already there; the row cut to
+/// what the windows reach), then dealt into its `sw` stride phases (`plen` elements each).
+#[inline(always)]
+fn pad_and_deal<T: Copy>(row: &[T], pw: usize, sw: usize, padded: &mut [T], phases: &mut [T]) {
+    let plen = phases.len() / sw;
+    let n = row.len().min(padded.len() - pw);
+    padded[pw..pw + n].copy_from_slice(&row[..n]);
+    match sw {
+        1 => phases.copy_from_slice(padded),
+        2 => deal::<T, 2>(padded, phases, plen),
+        _ => deal_by(padded, phases, plen, sw, 0),
     }
 }
 
