@@ -11,7 +11,13 @@ impl PoolGeom {
     /// Window along one axis for output index `o`: `[start, end)` clipped to the input, plus
     /// the unclipped length (inside the padded input) used by `count_include_pad`.
     #[inline]
-    fn window(o: usize, k: usize, s: usize, pad: usize, len: usize) -> (usize, usize, usize) {
+    pub(super) fn window(
+        o: usize,
+        k: usize,
+        s: usize,
+        pad: usize,
+        len: usize,
+    ) -> (usize, usize, usize) {
         let start = (o * s) as isize - pad as isize;
         let end = (start + k as isize).min((len + pad) as isize);
         let full = (end - start) as usize;
@@ -112,6 +118,11 @@ fn greater<T: ConvFloat>(a: T, b: T) -> T {
 /// [`max_pool_rows`]), then each output row's maximum over its window's rows of those.
 #[inline(always)]
 fn max_plane<T: ConvFloat>(xp: &[T], vp: &mut [T], g: &PoolGeom) {
+    if let (Some(x), Some(v)) = (T::as_f32(xp), T::as_f32_mut(vp)) {
+        if super::max_pool_simd::plane_k3s2_f32(x, g, v) {
+            return;
+        }
+    }
     let ([kh, kw], [sh, sw], [ph, pw]) = (g.kernel, g.stride, g.padding);
     let (w, ow) = (g.w, g.ow);
     let plen = ow + kw.div_ceil(sw);
@@ -503,6 +514,8 @@ mod tests {
             (9, 30, 3, 1, 1),
             (12, 40, 2, 3, 0),
             (5, 9, 3, 2, 0),
+            (7, 70, 3, 2, 1),
+            (6, 66, 3, 2, 0),
             (16, 19, 3, 3, 1),
             (8, 8, 1, 1, 0),
         ] {
