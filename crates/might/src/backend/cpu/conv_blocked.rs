@@ -264,6 +264,22 @@ mod avx {
                         }
                     }
                 }
+                if Q > 8 {
+                    // SAFETY: AVX-512F (this function's feature); `store_rows` writes what
+                    // the scatter below would, inside `out`.
+                    // The tile goes through a buffer first: read straight from `acc` by the
+                    // transposes (loops LLVM does not unroll), the accumulators were kept in
+                    // memory through the whole product loop (the stem took 3.3 ms, not 1.0).
+                    let mut rows = [_mm512_setzero_ps(); 4 * L];
+                    for (b, a) in acc.iter().enumerate() {
+                        for (q, &v) in a.iter().enumerate() {
+                            rows[b * L + q] = if relu { _mm512_max_ps(v, zero) } else { v };
+                        }
+                    }
+                    let rows = std::hint::black_box(&rows);
+                    unsafe { store_rows::<NB, Q>(rows, &masks, o0.add(oy * g.ow + ox), p) };
+                    continue;
+                }
                 for (b, a) in acc.iter().enumerate() {
                     for (q, &v) in a.iter().enumerate() {
                         let v = if relu { _mm512_max_ps(v, zero) } else { v };
@@ -278,6 +294,74 @@ mod avx {
                 }
             }
         }
+    }
+
+    /// A finished tile (`rows[16 b + q]`: block `b`'s 16 channel lanes at position `q`, ReLU
+    /// applied) written as rows: each block of 16 channel lanes at `Q <= 16` positions
+    /// is turned into 16 channel rows of `Q` positions (a 16x16 transpose, 64 shuffles) and
+    /// stored with plain masked stores, `p` apart from `at`. Sixteen scatters a block took a
+    /// quarter of the 7x7 stem's time (1.36 against 1.02 ms inside ResNet-18).
+    ///
+    /// # Safety
+    /// AVX-512F; for every block `b` and lane `i` set in `masks[b]`, the `Q` floats from
+    /// `at + (16 b + i) * p` lie inside the output.
+    #[inline(always)]
+    unsafe fn store_rows<const NB: usize, const Q: usize>(
+        rows: &[__m512; 4 * L],
+        masks: &[u16; NB],
+        at: *mut f32,
+        p: usize,
+    ) {
+        let qmask = ((1u32 << Q) - 1) as u16;
+        for b in 0..NB {
+            let r: [__m512; L] = std::array::from_fn(|q| rows[b * L + q]);
+            // SAFETY: AVX-512F (caller).
+            let cols = unsafe { transpose(r) };
+            for (i, &c) in cols.iter().enumerate() {
+                if masks[b] >> i & 1 == 1 {
+                    // SAFETY: lane `i` of block `b` is a channel of `out` (its mask bit), and
+                    // its `Q` positions from `at` are inside that channel's plane (caller).
+                    unsafe { _mm512_mask_storeu_ps(at.add((b * L + i) * p), qmask, c) };
+                }
+            }
+        }
+    }
+
+    /// `out[c]` lane `q` = `r[q]` lane `c`: pairs of 32-bit elements, then of 64-bit ones,
+    /// then a 4x4 transpose of 128-bit lanes.
+    ///
+    /// # Safety
+    /// AVX-512F.
+    #[inline(always)]
+    unsafe fn transpose(r: [__m512; L]) -> [__m512; L] {
+        let pd = _mm512_castps_pd;
+        let mut t = [_mm512_setzero_ps(); L];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+        }
+        // u[4g + j], 128-bit lane l: column 4l + j of rows 4g..4g + 4
+        let mut u = [_mm512_setzero_ps(); L];
+        for g in 0..4 {
+            let [a, b, c, d] = [t[4 * g], t[4 * g + 1], t[4 * g + 2], t[4 * g + 3]];
+            u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(a), pd(c)));
+            u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(a), pd(c)));
+            u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(pd(b), pd(d)));
+            u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(pd(b), pd(d)));
+        }
+        let mut out = [_mm512_setzero_ps(); L];
+        for j in 0..4 {
+            let [a, b, c, d] = [u[j], u[4 + j], u[8 + j], u[12 + j]];
+            let s0 = _mm512_shuffle_f32x4::<0b01_00_01_00>(a, b);
+            let s1 = _mm512_shuffle_f32x4::<0b11_10_11_10>(a, b);
+            let s2 = _mm512_shuffle_f32x4::<0b01_00_01_00>(c, d);
+            let s3 = _mm512_shuffle_f32x4::<0b11_10_11_10>(c, d);
+            out[j] = _mm512_shuffle_f32x4::<0b10_00_10_00>(s0, s2);
+            out[4 + j] = _mm512_shuffle_f32x4::<0b11_01_11_01>(s0, s2);
+            out[8 + j] = _mm512_shuffle_f32x4::<0b10_00_10_00>(s1, s3);
+            out[12 + j] = _mm512_shuffle_f32x4::<0b11_01_11_01>(s1, s3);
+        }
+        out
     }
 }
 
@@ -350,6 +434,8 @@ mod tests {
             geom(7, 16, 33, 15, 3, 2, 1),
             geom(5, 20, 48, 11, 3, 1, 0),
             geom(8, 8, 130, 7, 3, 1, 1),
+            geom(1, 8, 40, 20, 3, 1, 1),
+            geom(2, 8, 36, 31, 3, 2, 1),
         ]
         .iter()
         .enumerate()
