@@ -287,6 +287,10 @@ impl Storage {
     pub(crate) fn to_dtype(&self, l: &Layout, dtype: DType) -> Result<Storage> {
         one!(self, |s, w| Ok(w(s.to_dtype(l, dtype)?)))
     }
+    /// See [`BackendStorage::touched`].
+    pub(crate) fn touched(&self) {
+        one!(self, |s, w| s.touched())
+    }
     pub(crate) fn assign(&mut self, dl: &Layout, src: &Storage, sl: &Layout) -> Result<()> {
         two!("copy_", self, src, |a, b, w| a.assign(dl, b, sl))
     }

@@ -858,3 +858,55 @@ fn depthwise_conv2d_matches_per_channel_convs(dev: Device) -> Result<()> {
     );
     Ok(())
 }
+
+/// Packed weights the CPU backend keeps between calls (Winograd's banks, the channel-blocked
+/// kernel's packing) follow the weights: after an in-place update, and after the weights are
+/// dropped and new ones made (whose buffer may reuse the old one's memory), every conv gives
+/// what the f64 path (which keeps nothing) gives.
+#[test]
+fn kept_packings_follow_in_place_updates_and_new_weights() -> Result<()> {
+    // a 3x3 layer on Winograd (64 tiles), one on the blocked kernel (400 positions), the
+    // 7x7/2 stem shape
+    for (x_shape, w_shape, stride, pad) in [
+        ([1, 16, 32, 32], [16, 16, 3, 3], 1, 1),
+        ([1, 16, 20, 20], [32, 16, 3, 3], 1, 1),
+        ([1, 3, 40, 40], [32, 3, 7, 7], 2, 3),
+    ] {
+        let x = Tensor::randn(x_shape, DType::F32)?;
+        let check = |w: &Tensor| -> Result<()> {
+            for _ in 0..4 {
+                let got = x.conv2d(w, None, [stride; 2], [pad; 2], [1, 1], 1)?;
+                let want = x.to_dtype(DType::F64)?.conv2d(
+                    &w.to_dtype(DType::F64)?,
+                    None,
+                    [stride; 2],
+                    [pad; 2],
+                    [1, 1],
+                    1,
+                )?;
+                let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+                let err = g
+                    .iter()
+                    .zip(&w)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(err < 1e-3, "{x_shape:?} * {w_shape:?}: off by {err}");
+            }
+            Ok(())
+        };
+        let w = Tensor::randn(w_shape, DType::F32)?;
+        check(&w)?;
+        // an optimizer-like step, in place
+        w.add_(&Tensor::randn(w_shape, DType::F32)?)?;
+        check(&w)?;
+        w.copy_(&Tensor::randn(w_shape, DType::F32)?)?;
+        check(&w)?;
+        // new weights, maybe in the old buffer's memory
+        drop(w);
+        for _ in 0..3 {
+            let w = Tensor::randn(w_shape, DType::F32)?;
+            check(&w)?;
+        }
+    }
+    Ok(())
+}

@@ -322,6 +322,9 @@ pub(crate) trait BackendStorage: Sized {
     /// Elements in the buffer.
     fn len(&self) -> usize;
     fn device(&self) -> Device;
+    /// The buffer is about to be written (in place, through `Tensor::storage_mut`): whatever
+    /// the backend keeps derived from its contents must not be served unchecked any more.
+    fn touched(&self) {}
 
     // ---- reading back to the host ----
     /// The elements `layout` selects, in logical order; `T` matches the dtype (checked by

@@ -19,6 +19,7 @@ mod interpolate;
 mod multidim_reduce;
 mod pad;
 mod pool_extra;
+mod readback;
 mod repeat;
 mod sampling;
 mod scatter;

@@ -169,8 +169,13 @@ impl Tensor {
     pub(crate) fn storage(&self) -> RwLockReadGuard<'_, Storage> {
         self.0.storage.read().unwrap()
     }
+    /// The buffer for writing. Every write goes through here, so the backend is told first:
+    /// the CPU backend keeps packed copies of weights it may serve without reading them again
+    /// only while it knows they have not been written.
     pub(crate) fn storage_mut(&self) -> RwLockWriteGuard<'_, Storage> {
-        self.0.storage.write().unwrap()
+        let g = self.0.storage.write().unwrap();
+        g.touched();
+        g
     }
 
     /// Move the whole storage under this tensor to `device` in place, with its gradient: every
@@ -247,24 +252,6 @@ impl Tensor {
             ));
         }
         Ok(self.to_f64_vec()[0])
-    }
-
-    /// Nested `Vec`s for a 2-D tensor.
-    #[track_caller]
-    pub fn to_vec2<T: WithDType>(&self) -> Result<Vec<Vec<T>>> {
-        if self.rank() != 2 {
-            return Err(Error::shape(
-                "to_vec2",
-                format!("expected a 2-d tensor, got shape {}", self.shape()),
-            ));
-        }
-        let v = self.to_vec::<T>()?;
-        let n = self.dims()[1];
-        Ok(if n == 0 {
-            vec![vec![]; self.dims()[0]]
-        } else {
-            v.chunks(n).map(|c| c.to_vec()).collect()
-        })
     }
 
     /// The tensor on `device`: itself (shared) when already there, else a contiguous copy

@@ -201,6 +201,9 @@ impl BackendStorage for S {
     fn len(&self) -> usize {
         S::len(self)
     }
+    fn touched(&self) {
+        self.forget_packings();
+    }
     fn dtype(&self) -> DType {
         S::dtype(self)
     }
@@ -571,13 +574,12 @@ impl BackendStorage for S {
                     Some((b, _)) => return Err(mismatch("conv2d", self, b)),
                     None => None,
                 };
-                S::$var(k::conv2d_forward(
-                    dense($xv, l),
-                    dense($wv, wl),
-                    bv,
-                    geom,
-                    relu,
-                ))
+                // the weights are this live buffer: kept packings of them may be served
+                // unchecked until it is written or freed (see `packed_cache`)
+                let wd = dense($wv, wl);
+                S::$var(super::packed_cache::vouched(wd, || {
+                    k::conv2d_forward(dense($xv, l), wd, bv, geom, relu)
+                }))
             }};
         }
         Ok(match (self, w) {

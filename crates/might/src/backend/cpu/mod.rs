@@ -74,6 +74,7 @@ macro_rules! with_cpu {
 
 impl Drop for CpuStorage {
     fn drop(&mut self) {
+        self.forget_packings();
         match self {
             CpuStorage::F32(v) => pool::recycle(std::mem::take(v)),
             CpuStorage::F64(v) => pool::recycle(std::mem::take(v)),
@@ -97,6 +98,12 @@ impl CpuStorage {
     }
     pub fn len(&self) -> usize {
         with_cpu!(self, v => v.len())
+    }
+
+    /// This buffer is about to be written or freed: packings kept of weights in it
+    /// ([`packed_cache`]) are no longer served without a check.
+    pub(crate) fn forget_packings(&self) {
+        with_cpu!(self, v => packed_cache::forget(v.as_ptr() as usize, std::mem::size_of_val(v.as_slice())))
     }
 
     /// A zero-filled buffer, or an error where the allocator refuses it (no abort).
