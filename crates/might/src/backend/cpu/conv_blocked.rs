@@ -131,23 +131,33 @@ pub(super) fn forward(
     let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
     let width = nb * L;
     let blocks = g.o.div_ceil(width);
-    let mut xp = vec![0.0f32; g.c * hp * wp];
+    // unpadded layers (the 1x1/2 downsamples) read the input where it is
+    let mut xp = if g.padding == [0, 0] {
+        Vec::new()
+    } else {
+        vec![0.0f32; g.c * hp * wp]
+    };
     let parts = threads::get_num_threads().min(blocks).max(1);
     let per = blocks.div_ceil(parts);
     for (xs, os) in x.chunks_exact(chw).zip(out.chunks_exact_mut(g.o * p)) {
         // the zero-padded input (its border stays zero from the allocation)
-        for (ci, plane) in xs.chunks_exact(g.hw()).enumerate() {
-            for (y, row) in plane.chunks_exact(g.w).enumerate() {
-                let at = (ci * hp + y + g.padding[0]) * wp + g.padding[1];
-                xp[at..at + g.w].copy_from_slice(row);
+        let xp: &[f32] = if xp.is_empty() {
+            xs
+        } else {
+            for (ci, plane) in xs.chunks_exact(g.hw()).enumerate() {
+                for (y, row) in plane.chunks_exact(g.w).enumerate() {
+                    let at = (ci * hp + y + g.padding[0]) * wp + g.padding[1];
+                    xp[at..at + g.w].copy_from_slice(row);
+                }
             }
-        }
+            &xp
+        };
         // each thread takes a run of channel blocks: disjoint output planes
         threads::for_each_chunk(os, per * width * p, |part, oc| {
             for (k, ob) in oc.chunks_mut(width * p).enumerate() {
                 let b0 = (part * per + k) * width;
                 let bias = bias.map(|b| &b[b0..(b0 + width).min(g.o)]);
-                run_block(&xp, packed.block(part * per + k), bias, g, relu, ob);
+                run_block(xp, packed.block(part * per + k), bias, g, relu, ob);
             }
         });
     }
@@ -437,6 +447,7 @@ mod tests {
             geom(8, 8, 130, 7, 3, 1, 1),
             geom(1, 8, 40, 20, 3, 1, 1),
             geom(2, 8, 36, 31, 3, 2, 1),
+            geom(1, 64, 48, 28, 1, 2, 0),
         ]
         .iter()
         .enumerate()
