@@ -53,6 +53,8 @@ pub enum UnaryOp {
     GeluTanh,
     Silu,
     Softplus,
+    /// `x · clamp(x + 3, 0, 6) / 6`
+    HardSwish,
     Square,
     /// the error function `2/√π ∫₀ˣ e^{-t²} dt`
     Erf,
@@ -89,6 +91,7 @@ impl UnaryOp {
             UnaryOp::GeluTanh => "gelu_tanh",
             UnaryOp::Silu => "silu",
             UnaryOp::Softplus => "softplus",
+            UnaryOp::HardSwish => "hardswish",
             UnaryOp::Square => "square",
             UnaryOp::Erf => "erf",
             UnaryOp::Sign => "sign",

@@ -95,6 +95,10 @@ impl Tensor {
         silu, "SiluBackward", UnaryOp::Silu);
     unary!(/// softplus `ln(1 + e^x)` (linear above 20, like PyTorch)
         softplus, "SoftplusBackward", UnaryOp::Softplus);
+    unary!(/// `x · relu6(x + 3) / 6` (`torch.nn.functional.hardswish`), one pass; its gradient
+        /// is PyTorch's `x/3 + 1/2` strictly inside `(-3, 3)`, 0 at and below `-3`, 1 at and
+        /// above `3`
+        hardswish, "HardswishBackward", UnaryOp::HardSwish);
     unary!(/// `x * x`
         square, "PowBackward", UnaryOp::Square);
 

@@ -200,6 +200,17 @@ pub(super) fn forward(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
         UnaryOp::Softplus => {
             float_map!(name, s, l, |x| if x > 20.0 { x } else { x.exp().ln_1p() })
         }
+        UnaryOp::HardSwish => float_map!(name, s, l, |x| {
+            let h = x + 3.0;
+            let h = if h < 0.0 {
+                0.0
+            } else if h > 6.0 {
+                6.0
+            } else {
+                h
+            };
+            x * (h / 6.0)
+        }),
         UnaryOp::Square => float_map!(name, s, l, |x| x * x),
         UnaryOp::Sign => float_map!(name, s, l, |x| if x > 0.0 {
             1.0
@@ -280,6 +291,13 @@ pub(super) fn backward(g: &S, gl: &Layout, s: &S, sl: &Layout, op: UnaryOp) -> R
             g
         } else {
             g * x.sigmoid_()
+        }),
+        UnaryOp::HardSwish => float_zip!(name, g, gl, s, sl, |g, x| if x <= -3.0 {
+            0.0
+        } else if x >= 3.0 {
+            g
+        } else {
+            g * (x / 3.0 + 0.5)
         }),
         UnaryOp::Square => float_zip!(name, g, gl, s, sl, |g, x| 2.0 * g * x),
         UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => {

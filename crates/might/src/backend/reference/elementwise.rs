@@ -79,6 +79,7 @@ fn forward_one(op: UnaryOp, x: f64) -> f64 {
                 x.exp().ln_1p()
             }
         }
+        UnaryOp::HardSwish => x * ((x + 3.0).clamp(0.0, 6.0) / 6.0),
         UnaryOp::Square => x * x,
         UnaryOp::Sign => {
             if x > 0.0 {
@@ -155,6 +156,15 @@ fn backward_one(op: UnaryOp, g: f64, s: f64) -> f64 {
                 g
             } else {
                 g * sigmoid(s)
+            }
+        }
+        UnaryOp::HardSwish => {
+            if s <= -3.0 {
+                0.0
+            } else if s >= 3.0 {
+                g
+            } else {
+                g * (s / 3.0 + 0.5)
             }
         }
         UnaryOp::Square => 2.0 * g * s,

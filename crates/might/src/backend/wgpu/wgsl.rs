@@ -123,6 +123,7 @@ pub(crate) fn unary_f(op: UnaryOp) -> &'static str {
         UnaryOp::GeluTanh => "gelu_tanh_(x)",
         UnaryOp::Silu => "x * sigmoid_(x)",
         UnaryOp::Softplus => "select(log1p_(exp(x)), x, x > 20.0)",
+        UnaryOp::HardSwish => "x * (clamp(x + 3.0, 0.0, 6.0) / 6.0)",
         UnaryOp::Square => "x * x",
         UnaryOp::Sign => "select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0)",
         UnaryOp::Floor => "floor(x)",
@@ -163,6 +164,7 @@ pub(crate) fn unary_backward_f(op: UnaryOp) -> &'static str {
         }
         UnaryOp::Silu => "g * (sigmoid_(s) + s * sigmoid_(s) * (1.0 - sigmoid_(s)))",
         UnaryOp::Softplus => "select(g * sigmoid_(s), g, s > 20.0)",
+        UnaryOp::HardSwish => "select(select(g * (s / 3.0 + 0.5), g, s >= 3.0), 0.0, s <= -3.0)",
         UnaryOp::Square => "2.0 * g * s",
         UnaryOp::Sign | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => "0.0 * g",
         UnaryOp::Powf(_) => "g * fslot(0u) * powf_(s, fslot(0u) - 1.0)",
