@@ -202,13 +202,7 @@ pub(super) fn forward(s: &S, l: &Layout, op: UnaryOp) -> Result<S> {
         }
         UnaryOp::HardSwish => float_map!(name, s, l, |x| {
             let h = x + 3.0;
-            let h = if h < 0.0 {
-                0.0
-            } else if h > 6.0 {
-                6.0
-            } else {
-                h
-            };
+            let h = h.clamp(0.0, 6.0);
             x * (h / 6.0)
         }),
         UnaryOp::Square => float_map!(name, s, l, |x| x * x),
