@@ -393,10 +393,9 @@ fn depthwise<T: ConvFloat>(
         let wk = &w[c * taps..(c + 1) * taps];
         let b = bias.map_or(T::zero(), |b| b[c]);
         if g.dilation == [1, 1] {
-            let mut scratch = Vec::new();
             super::simd::run(
                 #[inline(always)]
-                || depthwise_wide(xp, wk, b, g, relu, o, &mut scratch),
+                || depthwise_wide(xp, wk, b, g, relu, o),
             );
             return;
         }
@@ -463,14 +462,14 @@ fn depthwise_wide<T: ConvFloat>(
     g: &ConvGeom,
     relu: bool,
     o: &mut [T],
-    scratch: &mut Vec<T>,
 ) {
     let ([sy, sx], [py, px], [kh, kw]) = (g.stride, g.padding, [g.kh, g.kw]);
     let wq = g.ow + (kw - 1) / sx + 1;
     let plen = (g.oh + (kh - 1) / sy + 1) * wq;
     let wide = g.oh * wq;
-    scratch.clear();
-    scratch.resize(sy * sx * plen + wide, T::zero());
+    // a fresh buffer, not `with_scratch`: through its closure the loops below left the SIMD
+    // build (MobileNet's depthwise layers 40 % slower)
+    let mut scratch = vec![T::zero(); sy * sx * plen + wide];
     let (ph, acc) = scratch.split_at_mut(sy * sx * plen);
     for (a, b) in (0..sy).flat_map(|a| (0..sx).map(move |b| (a, b))) {
         let dst = &mut ph[(a * sx + b) * plen..][..plen];

@@ -171,6 +171,12 @@ mod imp {
         }
     }
 
+    /// The mask of the first `n` lanes (all 16 from `n = 16` on).
+    #[inline(always)]
+    fn tail_mask(n: usize) -> __mmask16 {
+        ((1u32 << n.min(16)) - 1) as __mmask16
+    }
+
     /// The larger of `a` and `b`, NaN where either is.
     #[inline(always)]
     unsafe fn max_nan(a: __m512, b: __m512) -> __m512 {
@@ -204,11 +210,7 @@ mod imp {
         let n = rows.len() / w;
         let dst = &mut row[pw..pw + w];
         for x in (0..w).step_by(16) {
-            let m = if x + 16 <= w {
-                u16::MAX
-            } else {
-                ((1u32 << (w - x)) - 1) as u16
-            };
+            let m = tail_mask(w - x);
             // SAFETY: lanes masked to `x + i < w`: inside each input row and inside `dst`.
             unsafe {
                 let mut v = _mm512_maskz_loadu_ps(m, rows.as_ptr().add(x));
@@ -222,11 +224,7 @@ mod imp {
         let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
         let ow = out.len();
         for j in (0..ow).step_by(16) {
-            let m = if j + 16 <= ow {
-                u16::MAX
-            } else {
-                ((1u32 << (ow - j)) - 1) as u16
-            };
+            let m = tail_mask(ow - j);
             // SAFETY: reads `row[2j .. 2j + 34]` (`2j + 34 <= 32 * steps + 34 <= len`);
             // writes lanes `j + i < ow` of `out`.
             unsafe {
@@ -254,13 +252,12 @@ mod imp {
         let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
         let one = _mm512_set1_epi32(1);
         let down = _mm512_set1_epi32(w as i32);
-        let mask = |n: usize| -> __mmask16 { ((1u32 << n.min(16)) - 1) as __mmask16 };
         for oy in 0..vp.len() / ow {
             let first = 2 * oy * w;
             let mut ox = 0;
             while ox < ow {
                 let n = (ow - ox).min(16);
-                let (lo, hi) = (mask(2 * n), mask((2 * n).saturating_sub(16)));
+                let (lo, hi) = (tail_mask(2 * n), tail_mask((2 * n).saturating_sub(16)));
                 // SAFETY: the masked loads read r0/r1[2ox .. 2ox + 2n] with 2ox + 2n <= 2 * ow
                 // <= w, inside rows 2oy and 2oy + 1 of `xp` (masked-off lanes are neither read
                 // nor faulted on, so the pointers to them are formed with `wrapping_add`); the
@@ -286,7 +283,7 @@ mod imp {
                     let (v, i) = pick16(v, i, c, ic);
                     let (v, i) = pick16(v, i, d, _mm512_add_epi32(ic, one));
                     let at = oy * ow + ox;
-                    let m = mask(n);
+                    let m = tail_mask(n);
                     _mm512_mask_storeu_ps(vp.as_mut_ptr().add(at), m, v);
                     let q = ip.as_mut_ptr().add(at);
                     let lo8 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(i));
