@@ -438,6 +438,26 @@ impl Storage {
             Ok(wrap(x.conv2d(l, wt, wl, b, geom, relu)?))
         })
     }
+    /// `None` also when the residual is on another device (the composed path reports it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn conv2d_add(
+        &self,
+        l: &Layout,
+        w: &Storage,
+        wl: &Layout,
+        bias: Option<(&Storage, &Layout)>,
+        (r, rl): (&Storage, &Layout),
+        geom: &ConvGeom,
+        relu: bool,
+    ) -> Result<Option<Storage>> {
+        two!("conv2d", self, w, |x, wt, wrap| {
+            let b = same_opt("conv2d", x, bias)?;
+            let Ok(r) = same("conv2d", x, r) else {
+                return Ok(None);
+            };
+            Ok(x.conv2d_add(l, wt, wl, b, (r, rl), geom, relu)?.map(wrap))
+        })
+    }
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn conv2d_backward(
         &self,

@@ -191,6 +191,78 @@ fn a_small_cnn_matches_the_same_model_written_with_might_ops() -> might::Result<
     Ok(())
 }
 
+/// A residual block as torch.onnx.export writes one: `Conv → Relu`, `Conv → Add(x) → Relu`
+/// (fused into one conv with the residual as a fourth input), a `Conv → Add` whose other
+/// operand broadcasts (fused too; at run time it is added apart, broadcasting) and a 1-D
+/// `Conv → Add`; against the same computation in might ops.
+#[test]
+fn residual_blocks_fuse_the_add_into_the_conv() -> might::Result<()> {
+    let (w1, b1, w2) = (seq(32 * 32 * 9, 0.01), seq(32, 0.05), seq(32 * 32 * 9, 0.02));
+    let (w3, b3, rb) = (seq(32 * 32 * 9, 0.015), seq(32, 0.1), seq(32, 0.3));
+    let (wz, bz) = (seq(4 * 4 * 3, 0.2), seq(4, 0.1));
+    let conv3 = |ins: &[&str], out: &str| {
+        let attrs = vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])];
+        node("Conv", ins, &[out], attrs)
+    };
+    let bytes = model(
+        vec![
+            conv3(&["x", "w1", "b1"], "c1"),
+            node("Relu", &["c1"], &["r1"], vec![]),
+            conv3(&["r1", "w2"], "c2"),
+            node("Add", &["c2", "x"], &["s"], vec![]),
+            node("Relu", &["s"], &["y1"], vec![]),
+            conv3(&["y1", "w3", "b3"], "c3"),
+            node("Add", &["rb", "c3"], &["y2"], vec![]),
+            node(
+                "Conv",
+                &["z", "wz", "bz"],
+                &["cz"],
+                vec![ints("kernel_shape", &[3]), ints("pads", &[1, 1])],
+            ),
+            node("Add", &["cz", "z"], &["y3"], vec![]),
+        ],
+        vec![
+            info("x", elem::FLOAT, &[1, 32, 14, 14]),
+            info("z", elem::FLOAT, &[2, 4, 9]),
+        ],
+        vec![info("y2", elem::FLOAT, &[]), info("y3", elem::FLOAT, &[])],
+        vec![
+            floats("w1", &[32, 32, 3, 3], &w1),
+            floats("b1", &[32], &b1),
+            floats("w2", &[32, 32, 3, 3], &w2),
+            floats("w3", &[32, 32, 3, 3], &w3),
+            floats("b3", &[32], &b3),
+            floats("rb", &[1, 32, 1, 1], &rb),
+            floats("wz", &[4, 4, 3], &wz),
+            floats("bz", &[4], &bz),
+        ],
+    );
+    let m = Model::from_bytes(&bytes)?;
+    // four convs, each with its ReLU and add
+    assert_eq!(m.node_count(), 4);
+    assert!(!m.ops_used().contains_key("Relu") && !m.ops_used().contains_key("Add"));
+    let x = Tensor::from_vec(seq(32 * 14 * 14, 0.1), [1, 32, 14, 14])?;
+    let z = Tensor::from_vec(seq(2 * 4 * 9, 0.25), [2, 4, 9])?;
+    let out = m.run(&[("x", x.clone()), ("z", z.clone())])?;
+    let t = |v: &[f32], s: &[usize]| Tensor::from_slice(v, s);
+    let (p1, ws) = ([1, 1], [32, 32, 3, 3]);
+    let r1 = x.conv2d(&t(&w1, &ws)?, Some(&t(&b1, &[32])?), p1, p1, p1, 1)?.relu()?;
+    let y1 = r1.conv2d(&t(&w2, &ws)?, None, p1, p1, p1, 1)?.add(&x)?.relu()?;
+    let c3 = y1.conv2d(&t(&w3, &ws)?, Some(&t(&b3, &[32])?), p1, p1, p1, 1)?;
+    let y2 = t(&rb, &[1, 32, 1, 1])?.add(&c3)?;
+    let cz = z.conv1d(&t(&wz, &[4, 4, 3])?, Some(&t(&bz, &[4])?), 1, 1, 1, 1)?;
+    let y3 = cz.add(&z)?;
+    for ((name, got), want) in out.iter().zip([y2, y3]) {
+        assert_eq!(got.dims(), want.dims(), "{name}");
+        let (g, w) = (got.to_vec::<f32>()?, want.to_vec::<f32>()?);
+        assert!(w.iter().any(|&v| v < 0.0), "{name}: some negative sums");
+        for (a, b) in g.iter().zip(&w) {
+            assert!((a - b).abs() < 1e-5 * (1.0 + b.abs()), "{name}: {a} vs {b}");
+        }
+    }
+    Ok(())
+}
+
 /// Hand-computed values for a few operators with fiddly semantics.
 #[test]
 fn operators_give_hand_computed_values() -> might::Result<()> {

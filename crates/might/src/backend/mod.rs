@@ -422,6 +422,21 @@ pub(crate) trait BackendStorage: Sized {
         geom: &ConvGeom,
         relu: bool,
     ) -> Result<Self>;
+    /// `conv2d` with `residual` (shaped like the output) added before the ReLU, in the conv's
+    /// own output pass; `None` where the backend has no such pass (the caller adds it after).
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d_add(
+        &self,
+        _l: &Layout,
+        _w: &Self,
+        _wl: &Layout,
+        _bias: Option<(&Self, &Layout)>,
+        _residual: (&Self, &Layout),
+        _geom: &ConvGeom,
+        _relu: bool,
+    ) -> Result<Option<Self>> {
+        Ok(None)
+    }
     /// Gradients of input, weight and bias (each when asked in `need`) from the output
     /// gradient `g`; `y` is the forward output when it went through ReLU.
     #[allow(clippy::too_many_arguments)]

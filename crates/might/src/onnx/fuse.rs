@@ -9,6 +9,9 @@
 //! - `Conv → Relu` (ResNet's and every CNN's conv + BatchNorm, folded by the exporter, + ReLU)
 //!   becomes one `Conv` carrying the private attribute [`FUSED_RELU`]: the CPU kernel applies
 //!   the ReLU as it writes each output, instead of a second pass over the activations.
+//! - `Conv → Add(residual) [→ Relu]` (ResNet's block ending; MobileNet's without the ReLU)
+//!   becomes one `Conv` with the residual as a fourth input, flagged by [`FUSED_ADD`]
+//!   (and [`FUSED_RELU`]): the CPU kernel adds it as it writes each output.
 //!
 //! A chain is only rewritten when every intermediate value has that one consumer and is not a
 //! graph output, so nothing else can observe the values that disappear.
@@ -19,6 +22,8 @@ use std::collections::HashMap;
 
 /// The attribute a fused `Conv → Relu` carries (a name no ONNX operator defines).
 pub(crate) const FUSED_RELU: &str = "might.fused_relu";
+/// The attribute of a fused `Conv → Add`: input 3 is the residual added to the output.
+pub(crate) const FUSED_ADD: &str = "might.fused_add";
 
 struct Graph<'a> {
     nodes: &'a [NodeProto],
@@ -135,6 +140,60 @@ fn conv_relu(g: &Graph, relu: usize) -> Option<(Vec<usize>, usize, NodeProto)> {
     Some((vec![conv], relu, node))
 }
 
+/// `Conv → Add(other) [→ Relu]`, the conv's output read only by the Add and the sum only by
+/// the Relu: (removed nodes, last node, fused node).
+fn conv_add(g: &Graph, add: usize) -> Option<(Vec<usize>, usize, NodeProto)> {
+    let n = &g.nodes[add];
+    let [a, b] = n.input.as_slice() else {
+        return None;
+    };
+    let is_conv = |v: &str| {
+        let i = *g.producer.get(v)?;
+        let c = &g.nodes[i];
+        let plain = c.output.len() == 1 && c.input.len() <= 3 && g.sole_user(v)? == add;
+        (g.op(i) == "Conv"
+            && plain
+            && !c
+                .attribute
+                .iter()
+                .any(|a| a.name.as_deref() == Some(FUSED_RELU)))
+        .then_some(i)
+    };
+    let (conv, residual) = match (is_conv(a), is_conv(b)) {
+        (Some(c), _) => (c, b),
+        (None, Some(c)) => (c, a),
+        _ => return None,
+    };
+    if residual.is_empty() {
+        return None;
+    }
+    // a ReLU that alone reads the sum goes in too
+    let relu = g
+        .sole_user(g.out(add))
+        .filter(|&r| g.op(r) == "Relu" && g.nodes[r].input.len() == 1);
+    let mut node = g.nodes[conv].clone();
+    node.input.resize(3, String::new());
+    node.input.push(residual.clone());
+    let last = relu.unwrap_or(add);
+    node.output = vec![g.out(last).to_string()];
+    let flag = |name: &str| AttributeProto {
+        name: Some(name.into()),
+        r#type: Some(AttributeType::Int as i32),
+        i: Some(1),
+        ..Default::default()
+    };
+    node.attribute.push(flag(FUSED_ADD));
+    if relu.is_some() {
+        node.attribute.push(flag(FUSED_RELU));
+    }
+    let removed = if relu.is_some() {
+        vec![conv, add]
+    } else {
+        vec![conv]
+    };
+    Some((removed, last, node))
+}
+
 /// `Div(x, √2) | Mul(x, 1/√2) → Erf → Add(1) → Mul(x) → Mul(0.5)`: (removed nodes, last node,
 /// x, output).
 fn gelu_erf(g: &Graph, erf: usize) -> Option<(Vec<usize>, usize, String, String)> {
@@ -247,6 +306,7 @@ pub(crate) fn fuse(graph: &mut GraphProto, init: &HashMap<String, Value>) -> usi
                 "Erf" => gelu_erf(&g, i).map(|(r, l, x, y)| (r, l, gelu_node(&x, &y, false))),
                 "Tanh" => gelu_tanh(&g, i).map(|(r, l, x, y)| (r, l, gelu_node(&x, &y, true))),
                 "Relu" => conv_relu(&g, i),
+                "Add" => conv_add(&g, i),
                 _ => None,
             };
             if let Some((removed, last, node)) = found {

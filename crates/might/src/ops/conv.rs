@@ -183,6 +183,7 @@ impl Tensor {
             bias,
             [stride, padding, dilation],
             groups,
+            None,
             false,
         )
     }
@@ -204,10 +205,34 @@ impl Tensor {
         groups: usize,
     ) -> Result<Tensor> {
         let p = [stride, padding, dilation];
-        self.conv2d_epilogue("conv2d_relu", weight, bias, p, groups, true)
+        self.conv2d_epilogue("conv2d_relu", weight, bias, p, groups, None, true)
+    }
+
+    /// `conv2d(..) + residual`, then a ReLU when `relu`, as one op: what
+    /// `torch.ao.nn.intrinsic.ConvAddReLU2d` (`ConvAdd2d`) computes, a ResNet block's last
+    /// conv, its shortcut and its ReLU. `residual` has the output's shape; a backend that can
+    /// (the CPU) adds it as the convolution writes each output, so neither the sum nor the
+    /// ReLU is a pass of its own. Same values and gradients as `conv2d(..)?.add(residual)?`
+    /// (then `.relu()`).
+    #[track_caller]
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv2d_add(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        residual: &Tensor,
+        stride: [usize; 2],
+        padding: [usize; 2],
+        dilation: [usize; 2],
+        groups: usize,
+        relu: bool,
+    ) -> Result<Tensor> {
+        let p = [stride, padding, dilation];
+        self.conv2d_epilogue("conv2d_add", weight, bias, p, groups, Some(residual), relu)
     }
 
     #[track_caller]
+    #[allow(clippy::too_many_arguments)]
     fn conv2d_epilogue(
         &self,
         op: &str,
@@ -215,6 +240,7 @@ impl Tensor {
         bias: Option<&Tensor>,
         [stride, padding, dilation]: [[usize; 2]; 3],
         groups: usize,
+        residual: Option<&Tensor>,
         relu: bool,
     ) -> Result<Tensor> {
         let (x, added) = batched(op, self, 2, "[N, C, H, W]")?;
@@ -238,7 +264,20 @@ impl Tensor {
             oh,
             ow,
         };
-        let y = conv2d_batched(&x, weight, bias, geom, relu)?;
+        let r = residual.map(|r| if added { r.unsqueeze(0) } else { Ok(r.clone()) });
+        let r = r.transpose()?;
+        if let Some(r) = &r {
+            let out = [geom.n, geom.o, oh, ow];
+            if r.dims() != out || r.dtype() != x.dtype() {
+                let (rs, dt) = (r.shape(), r.dtype());
+                let msg = format!(
+                    "residual {rs} ({dt}) must match the output {out:?} ({})",
+                    x.dtype()
+                );
+                return Err(Error::shape(op, msg));
+            }
+        }
+        let y = conv2d_batched(&x, weight, bias, r.as_ref(), geom, relu)?;
         unbatched(y, added)
     }
 
@@ -403,23 +442,41 @@ fn conv2d_batched(
     x: &Tensor,
     weight: &Tensor,
     bias: Option<&Tensor>,
+    residual: Option<&Tensor>,
     geom: ConvGeom,
     relu: bool,
 ) -> Result<Tensor> {
     let xc = x.detach().contiguous()?;
     let wc = weight.detach().contiguous()?;
     let bc = bias.map(|b| b.detach().contiguous()).transpose()?;
+    let rc = residual.map(|r| r.detach().contiguous()).transpose()?;
     let out = {
         let sb = bc.as_ref().map(|b| b.storage());
-        let bias = sb.as_deref().zip(bc.as_ref().map(|b| b.layout()));
-        xc.storage()
-            .conv2d(xc.layout(), &wc.storage(), wc.layout(), bias, &geom, relu)?
+        let sbias = sb.as_deref().zip(bc.as_ref().map(|b| b.layout()));
+        let (sx, sw) = (xc.storage(), wc.storage());
+        match (&rc, residual) {
+            (Some(r), Some(res)) => {
+                let (l, rs) = (xc.layout(), (&*r.storage(), r.layout()));
+                let fused = sx.conv2d_add(l, &sw, wc.layout(), sbias, rs, &geom, relu)?;
+                let Some(out) = fused else {
+                    // no fused pass on this backend: the sum and the ReLU composed
+                    drop((sx, sw, sb));
+                    let y = conv2d_batched(x, weight, bias, None, geom, false)?;
+                    let y = y.add(res)?;
+                    return if relu { y.relu() } else { Ok(y) };
+                };
+                out
+            }
+            _ => sx.conv2d(xc.layout(), &sw, wc.layout(), sbias, &geom, relu)?,
+        }
     };
     let y = Tensor::from_storage(out, [geom.n, geom.o, geom.oh, geom.ow]);
     // the backward of a fused ReLU needs its output (a view of the same storage, no copy)
     let relu_y = relu.then(|| y.detach());
     let mut inputs = vec![x, weight];
     inputs.extend(bias);
+    inputs.extend(residual);
+    let has_res = residual.is_some();
     let (need_x, need_w) = (x.requires_grad(), weight.requires_grad());
     let need_b = bias.is_some_and(|b| b.requires_grad());
     let has_bias = bias.is_some();
@@ -451,6 +508,13 @@ fn conv2d_batched(
             ];
             if has_bias {
                 grads.push(gb.map(|s| Tensor::from_storage(s, [geom.o])));
+            }
+            if has_res {
+                // the residual's gradient is the sum's: the output's, where the ReLU passed
+                grads.push(Some(match &relu_y {
+                    Some(y) => Tensor::where_(&y.gt_scalar(0.0)?, &g, &Tensor::zeros_like(&g)?)?,
+                    None => g.clone(),
+                }));
             }
             Ok(grads)
         })

@@ -5,7 +5,6 @@
 //! leaf) rides along in the same allocation.
 
 mod creation;
-mod display;
 pub mod random;
 mod view;
 

@@ -218,8 +218,10 @@ fn chunk_samples(g: &ConvGeom, run: usize) -> usize {
 }
 
 /// conv2d forward. `x`: `[N, C, H, W]`, `w`: `[O, C/groups, kh, kw]`, `bias`: `[O]`, all dense.
-/// Returns the dense `[N, O, OH, OW]` output, through a ReLU when `relu` (fused: the output
-/// is written once).
+/// Returns the dense `[N, O, OH, OW]` output, plus `residual` (dense, the output's shape)
+/// when given, through a ReLU when `relu` (fused: the output is written once; the Winograd,
+/// blocked and one-sample GEMM paths add the residual as they write, the others in one pass
+/// after).
 ///
 /// Each task unrolls a chunk of samples into one column matrix `[klen, chunk * P]` and runs a
 /// single GEMM per group, then copies the `[O/groups, chunk * P]` product into the NCHW output
@@ -230,10 +232,13 @@ pub fn conv2d_forward<T: ConvFloat>(
     bias: Option<&[T]>,
     g: &ConvGeom,
     relu: bool,
+    residual: Option<&[T]>,
 ) -> Vec<T> {
     let (p, klen, og, chw, cghw) = (g.p(), g.klen(), g.og(), g.c * g.hw(), g.cg() * g.hw());
     assert!(
-        x.len() == g.n * chw && w.len() == g.o * klen,
+        x.len() == g.n * chw
+            && w.len() == g.o * klen
+            && residual.is_none_or(|r| r.len() == g.n * g.o * p),
         "conv2d: buffer sizes"
     );
     // every element is written: by the GEMM, or by the copy out of `tmp`
@@ -242,19 +247,24 @@ pub fn conv2d_forward<T: ConvFloat>(
         return out;
     }
     if g.groups == g.c && g.o == g.c {
-        depthwise(x, w, bias, g, relu, &mut out);
+        depthwise(x, w, bias, g, relu && residual.is_none(), &mut out);
+        add_residual(&mut out, residual, relu);
         return out;
     }
     if super::winograd::suits::<T>(g) {
-        super::winograd::forward(x, w, bias, g, relu, &mut out);
+        super::winograd::forward(x, w, bias, g, (relu, residual), &mut out);
         return out;
     }
     if super::conv_blocked::suits(g) {
-        let b32 = bias.map(T::as_f32);
-        if let (Some(x), Some(w), Some(o), None | Some(Some(_))) =
-            (T::as_f32(x), T::as_f32(w), T::as_f32_mut(&mut out), b32)
-        {
-            super::conv_blocked::forward(x, w, b32.flatten(), g, relu, o);
+        let (b32, r32) = (bias.map(T::as_f32), residual.map(T::as_f32));
+        if let (Some(x), Some(w), Some(o), None | Some(Some(_)), None | Some(Some(_))) = (
+            T::as_f32(x),
+            T::as_f32(w),
+            T::as_f32_mut(&mut out),
+            b32,
+            r32,
+        ) {
+            super::conv_blocked::forward(x, w, b32.flatten(), g, (relu, r32.flatten()), o);
             return out;
         }
     }
@@ -263,7 +273,9 @@ pub fn conv2d_forward<T: ConvFloat>(
     // One sample on several threads: the GEMM's output rows split between them (below).
     let nt = threads::get_num_threads();
     let split_rows = nt > 1 && g.n < nt && g.work() >= CONV_PAR_WORK && og >= 2 * nt;
-    let run = |xs: &[T], os: &mut [T], split: bool| {
+    // the residual of the outputs `os`, which start at element `at`
+    let res_of = |at: usize, os: &[T]| residual.map(|r| &r[at..at + os.len()]);
+    let run = |xs: &[T], os: &mut [T], rs: Option<&[T]>, split: bool| {
         if let Some(plan) = &plan {
             return T::with_scratch(plan.forward_scratch(), |buf| {
                 for (xs, os) in xs.chunks_exact(chw).zip(os.chunks_exact_mut(g.o * p)) {
@@ -271,7 +283,7 @@ pub fn conv2d_forward<T: ConvFloat>(
                         let b = bias.map(|b| &b[grp * og..(grp + 1) * og]);
                         let xg = &xs[grp * cghw..(grp + 1) * cghw];
                         let og_out = &mut os[grp * og * p..(grp + 1) * og * p];
-                        plan.forward(grp, xg, b, og_out, buf, relu);
+                        plan.forward(grp, xg, b, og_out, buf, relu && residual.is_none());
                     }
                 }
             });
@@ -301,13 +313,20 @@ pub fn conv2d_forward<T: ConvFloat>(
                     let wg = &w[grp * og * klen..(grp + 1) * og * klen];
                     if m == 1 {
                         let dst = &mut oc[grp * og * p..(grp + 1) * og * p];
-                        let acc = bias.is_some();
-                        // rows [r0, r0 + rows) of the product, their bias first
+                        let rg = rs.map(|r| &r[(s0 * g.o + grp * og) * p..][..og * p]);
+                        let acc = bias.is_some() || rg.is_some();
+                        // rows [r0, r0 + rows) of the product, their bias and residual first
                         let rows_of = |r0: usize, d: &mut [T]| {
                             let rows = d.len() / p;
+                            if let Some(r) = rg {
+                                d.copy_from_slice(&r[r0 * p..][..d.len()]);
+                            }
                             if let Some(b) = bias {
                                 for (row, &bv) in d.chunks_exact_mut(p).zip(&b[grp * og + r0..]) {
-                                    row.fill(bv);
+                                    match rg {
+                                        Some(_) => row.iter_mut().for_each(|v| *v += bv),
+                                        None => row.fill(bv),
+                                    }
                                 }
                             }
                             let wr = &wg[r0 * klen..(r0 + rows) * klen];
@@ -325,9 +344,15 @@ pub fn conv2d_forward<T: ConvFloat>(
                     for (o, trow) in tmp.chunks_exact(ld).take(og).enumerate() {
                         let bv = bias.map_or(T::zero(), |b| b[grp * og + o]);
                         for (s, src) in trow.chunks_exact(p).enumerate() {
+                            let at = ((s0 + s) * g.o + grp * og + o) * p;
                             let d = &mut oc[(s * g.o + grp * og + o) * p..][..p];
                             for (d, &v) in d.iter_mut().zip(src) {
                                 *d = v + bv;
+                            }
+                            if let Some(r) = rs {
+                                d.iter_mut()
+                                    .zip(&r[at..at + p])
+                                    .for_each(|(d, &r)| *d += r);
                             }
                         }
                     }
@@ -342,17 +367,28 @@ pub fn conv2d_forward<T: ConvFloat>(
         _ => samples_per_task(g),
     };
     if per >= g.n {
-        run(x, &mut out, split_rows);
+        run(x, &mut out, residual, split_rows);
     } else {
         threads::for_each_chunk(&mut out, per * g.o * p, |i, os| {
             let s = i * per * chw;
-            run(&x[s..(s + per * chw).min(x.len())], os, false)
+            let rs = res_of(i * per * g.o * p, os);
+            run(&x[s..(s + per * chw).min(x.len())], os, rs, false)
         });
     }
-    if relu && plan.is_none() {
+    if plan.is_some() {
+        add_residual(&mut out, residual, relu);
+    } else if relu {
         out.iter_mut().for_each(|v| *v = relu_of(*v));
     }
     out
+}
+
+/// `out += residual`, then a ReLU when `relu` (a path that could not add it as it wrote).
+fn add_residual<T: ConvFloat>(out: &mut [T], residual: Option<&[T]>, relu: bool) {
+    let Some(r) = residual else { return };
+    for (o, &r) in out.iter_mut().zip(r) {
+        *o = if relu { relu_of(*o + r) } else { *o + r };
+    }
 }
 
 /// Depthwise convolution (one filter per channel, MobileNet's 3x3 and 5x5 layers): a GEMM per

@@ -172,7 +172,7 @@ fn copy_row<T: Copy>(dst: &mut [T], src: &[T]) {
 /// scalar tail behind run-time overlap checks (the masked-ReLU widening was ~7 % of a small
 /// CNN's epoch).
 #[inline(always)]
-fn map_row<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
+pub(super) fn map_row<T: Copy>(dst: &mut [T], a: &[T], b: &[T], f: impl Fn(T, T) -> T) {
     const C: usize = 8;
     let n = dst.len();
     let (a, b) = (&a[..n], &b[..n]);

@@ -125,7 +125,11 @@ fn check(case: Case, rng: &mut crate::Generator, level: u8) {
             );
         }
     };
-    close(&conv2d_forward(&x, &w, Some(&b), &g, false), &want_y, "y");
+    close(
+        &conv2d_forward(&x, &w, Some(&b), &g, false, None),
+        &want_y,
+        "y",
+    );
     let (gx, gw, gb) = conv2d_backward(&x, &w, &gy, None, &g, true, true, true);
     close(&gx.unwrap(), &want_gx, "grad x");
     close(&gw.unwrap(), &want_gw, "grad w");
@@ -173,7 +177,7 @@ fn strided_direct_conv_matches_the_definition() {
                 .collect();
             each_term(&g, |xi, wi, yi| want[yi] += wt[wi] * x[xi]);
             for relu in [false, true] {
-                let got = conv2d_forward(&x, &wt, Some(&b), &g, relu);
+                let got = conv2d_forward(&x, &wt, Some(&b), &g, relu, None);
                 for (i, (a, v)) in got.iter().zip(&want).enumerate() {
                     let v = if relu { v.max(0.0) } else { *v };
                     assert!(

@@ -567,27 +567,19 @@ impl BackendStorage for S {
         geom: &ConvGeom,
         relu: bool,
     ) -> Result<S> {
-        macro_rules! go {
-            ($var:ident, $xv:expr, $wv:expr) => {{
-                let bv = match bias {
-                    Some((S::$var(v), bl)) => Some(dense(v, bl)),
-                    Some((b, _)) => return Err(mismatch("conv2d", self, b)),
-                    None => None,
-                };
-                // the weights are this live buffer: kept packings of them may be served
-                // unchecked until it is written or freed (see `packed_cache`)
-                let wd = dense($wv, wl);
-                S::$var(super::packed_cache::vouched(wd, || {
-                    k::conv2d_forward(dense($xv, l), wd, bv, geom, relu)
-                }))
-            }};
-        }
-        Ok(match (self, w) {
-            (S::F32(xv), S::F32(wv)) => go!(F32, xv, wv),
-            (S::F64(xv), S::F64(wv)) => go!(F64, xv, wv),
-            (a, b) if a.dtype() != b.dtype() => return Err(mismatch("conv2d", a, b)),
-            (a, _) => return Err(unsupported("conv2d", a)),
-        })
+        conv2d_with(self, l, (w, wl), bias, None, geom, relu)
+    }
+    fn conv2d_add(
+        &self,
+        l: &Layout,
+        w: &S,
+        wl: &Layout,
+        bias: Option<(&S, &Layout)>,
+        residual: (&S, &Layout),
+        geom: &ConvGeom,
+        relu: bool,
+    ) -> Result<Option<S>> {
+        conv2d_with(self, l, (w, wl), bias, Some(residual), geom, relu).map(Some)
     }
     fn conv2d_backward(
         &self,
@@ -1080,4 +1072,42 @@ impl BackendStorage for S {
         }
         Ok(())
     }
+}
+
+/// conv2d (plus a residual, when given) of the CPU buffers: dtypes checked, operands dense.
+fn conv2d_with(
+    x: &S,
+    l: &Layout,
+    (w, wl): (&S, &Layout),
+    bias: Option<(&S, &Layout)>,
+    residual: Option<(&S, &Layout)>,
+    geom: &ConvGeom,
+    relu: bool,
+) -> Result<S> {
+    macro_rules! go {
+        ($var:ident, $xv:expr, $wv:expr) => {{
+            let bv = match bias {
+                Some((S::$var(v), bl)) => Some(dense(v, bl)),
+                Some((b, _)) => return Err(mismatch("conv2d", x, b)),
+                None => None,
+            };
+            let rv = match residual {
+                Some((S::$var(v), rl)) => Some(dense(v, rl)),
+                Some((r, _)) => return Err(mismatch("conv2d", x, r)),
+                None => None,
+            };
+            // the weights are this live buffer: kept packings of them may be served
+            // unchecked until it is written or freed (see `packed_cache`)
+            let wd = dense($wv, wl);
+            S::$var(super::packed_cache::vouched(wd, || {
+                k::conv2d_forward(dense($xv, l), wd, bv, geom, relu, rv)
+            }))
+        }};
+    }
+    Ok(match (x, w) {
+        (S::F32(xv), S::F32(wv)) => go!(F32, xv, wv),
+        (S::F64(xv), S::F64(wv)) => go!(F64, xv, wv),
+        (a, b) if a.dtype() != b.dtype() => return Err(mismatch("conv2d", a, b)),
+        (a, _) => return Err(unsupported("conv2d", a)),
+    })
 }

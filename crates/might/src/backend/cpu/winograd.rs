@@ -19,7 +19,7 @@
 //! magnitudes in f32, against ~1e-7. f64 and other shapes keep the direct and im2col kernels.
 
 use super::conv::{ConvFloat, ConvGeom};
-use super::conv_direct::{relu_of, shifted_products, tiled, Packed, RF};
+use super::conv_direct::{map_row, relu_of, shifted_products, tiled, Packed, RF};
 use super::threads;
 
 /// Output tile side, and input patch side (`4 + 3 - 1`).
@@ -56,18 +56,22 @@ pub(super) fn suits<T: 'static>(g: &ConvGeom) -> bool {
 }
 
 /// `out[n, o, y, x]` (dense `[N, O, OH, OW]`) of the convolution of `x` (`[N, C, H, W]`) with
-/// `w` (`[O, C, 3, 3]`), plus `bias`, through a ReLU when `relu`. [`suits`] must hold.
+/// `w` (`[O, C, 3, 3]`), plus `bias` and `residual` (the output's shape), through a ReLU
+/// when `relu`. [`suits`] must hold.
 pub(super) fn forward<T: ConvFloat>(
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
     g: &ConvGeom,
-    relu: bool,
+    (relu, residual): (bool, Option<&[T]>),
     out: &mut [T],
 ) {
     let (c, o, hw, ohw) = (g.c, g.o, g.hw(), g.p());
     assert!(
-        x.len() == g.n * c * hw && w.len() == o * c * 9 && out.len() == g.n * o * ohw,
+        x.len() == g.n * c * hw
+            && w.len() == o * c * 9
+            && out.len() == g.n * o * ohw
+            && residual.is_none_or(|r| r.len() == out.len()),
         "conv2d winograd: buffer sizes"
     );
     let opad = o.div_ceil(RF) * RF;
@@ -83,7 +87,11 @@ pub(super) fn forward<T: ConvFloat>(
         let (v, m) = buf.split_at_mut(v_len);
         // V_ξ is `[c][ld]` at `ξ * c * ld`: the product's rows, `ld` apart
         let off: Vec<usize> = (0..c).map(|ci| ci * ld).collect();
-        for (xs, os) in x.chunks_exact(c * hw).zip(out.chunks_exact_mut(o * ohw)) {
+        for (s, (xs, os)) in x
+            .chunks_exact(c * hw)
+            .zip(out.chunks_exact_mut(o * ohw))
+            .enumerate()
+        {
             let vp = SharedRows(v.as_mut_ptr());
             threads::run(parts, |part| {
                 let mut d = vec![T::zero(); input_scratch(g, ld)];
@@ -106,7 +114,8 @@ pub(super) fn forward<T: ConvFloat>(
                 for (k, y) in oc.chunks_exact_mut(ohw).enumerate() {
                     let oi = part * opp + k;
                     let b = bias.map_or(T::zero(), |b| b[oi]);
-                    transform_output(m, oi, opad * ld, ld, g, b, relu, &mut scratch, y)
+                    let r = residual.map(|r| &r[(s * o + oi) * ohw..][..ohw]);
+                    transform_output(m, oi, opad * ld, ld, g, (b, r, relu), &mut scratch, y)
                 }
             });
         }
@@ -371,8 +380,8 @@ fn output_scratch(g: &ConvGeom) -> usize {
 }
 
 /// Output channel `oi`'s plane `y` (`[OH, OW]`) from the products `m` (`M_ξ` at `ξ * mstride`,
-/// channel `oi`'s row of each at `oi * ld`): `Aᵀ M A` per tile, plus `bias`, through a ReLU.
-/// `scratch` holds [`output_scratch`] elements.
+/// channel `oi`'s row of each at `oi * ld`): `Aᵀ M A` per tile, plus `bias` and the plane
+/// `residual`, through a ReLU. `scratch` holds [`output_scratch`] elements.
 #[allow(clippy::too_many_arguments)]
 fn transform_output<T: ConvFloat>(
     m: &[T],
@@ -380,8 +389,7 @@ fn transform_output<T: ConvFloat>(
     mstride: usize,
     ld: usize,
     g: &ConvGeom,
-    bias: T,
-    relu: bool,
+    (bias, residual, relu): (T, Option<&[T]>, bool),
     scratch: &mut [T],
     y: &mut [T],
 ) {
@@ -404,10 +412,8 @@ fn transform_output<T: ConvFloat>(
             let mut it = t.chunks_exact_mut(nt).skip(j).step_by(M);
             at(s6, std::array::from_fn(|_| it.next().expect("four rows")));
         }
-        for v in t.iter_mut() {
-            *v = if relu { relu_of(*v + bias) } else { *v + bias };
-        }
-        // output row 4 ty + i interleaves the four columns of tile row ty's rows i
+        // output row 4 ty + i interleaves the four columns of tile row ty's rows i; the bias,
+        // the residual and the ReLU on the way out
         for ty in 0..th {
             for i in 0..M.min(g.oh - M * ty) {
                 let c4: [&[T]; M] = std::array::from_fn(|j| &t[(i * M + j) * nt + ty * tw..][..tw]);
@@ -417,7 +423,16 @@ fn transform_output<T: ConvFloat>(
                     row[M * tx + 2] = c4[2][tx];
                     row[M * tx + 3] = c4[3][tx];
                 }
-                y[(M * ty + i) * g.ow..][..g.ow].copy_from_slice(&row[..g.ow]);
+                let at = (M * ty + i) * g.ow;
+                let (yr, row) = (&mut y[at..at + g.ow], &row[..g.ow]);
+                match (residual, relu) {
+                    (Some(r), true) => {
+                        map_row(yr, row, &r[at..at + g.ow], |v, r| relu_of(v + bias + r))
+                    }
+                    (Some(r), false) => map_row(yr, row, &r[at..at + g.ow], |v, r| v + bias + r),
+                    (None, true) => map_row(yr, row, row, |v, _| relu_of(v + bias)),
+                    (None, false) => map_row(yr, row, row, |v, _| v + bias),
+                }
             }
         }
     });
@@ -455,7 +470,7 @@ mod tests {
         let wa: Vec<f32> = w.iter().map(|v| v.abs()).collect();
         let scale = naive(&xa, &wa, &vec![1.0; g.o], g, false);
         let mut got = vec![f32::NAN; want.len()];
-        forward(x, w, Some(b), g, relu, &mut got);
+        forward(x, w, Some(b), g, (relu, None), &mut got);
         for (i, ((&gv, &wv), &s)) in got.iter().zip(&want).zip(&scale).enumerate() {
             let err = (gv as f64 - wv).abs() / s;
             assert!(

@@ -222,14 +222,43 @@ fn conv(n: &Node, ins: &[Option<Value>]) -> Result<Vec<Value>> {
         [0, 0]
     };
     let half = matches!(xt.dtype(), DType::F16 | DType::BF16);
-    // a `Conv → Relu` the graph rewrite fused (see onnx/fuse.rs)
+    // a `Conv → Relu` or `Conv → Add [→ Relu]` the graph rewrite fused (see onnx/fuse.rs)
     let relu = n.i(crate::onnx::fuse::FUSED_RELU, 0) != 0;
-    let run = |x: &Tensor, w: &Tensor, b: Option<&Tensor>| {
-        if relu {
-            x.conv2d_relu(w, b, s2, padding, d2, groups)
-        } else {
-            x.conv2d(w, b, s2, padding, d2, groups)
+    let residual = match n.i(crate::onnx::fuse::FUSED_ADD, 0) {
+        0 => None,
+        _ => Some(req(n, ins, 3)?.tensor.clone()),
+    };
+    // the output's shape (4-D), which a residual added in the kernel must have; any other
+    // residual is broadcast by a separate `Add`, as the graph spelled it
+    let out4 = {
+        let (xd, wd) = (xt.dims(), wt.dims());
+        let len = |i: usize| {
+            let span = d2[i] * (wd[2 + i] - 1) + 1;
+            (xd[2 + i] + 2 * padding[i]).saturating_sub(span) / s2[i] + 1
+        };
+        [xd[0], wd[0], len(0), len(1)]
+    };
+    let r4 = match &residual {
+        Some(r) if k == 1 && r.rank() == 3 => Some(r.unsqueeze(2)?),
+        r => r.clone(),
+    };
+    let run = |x: &Tensor, w: &Tensor, b: Option<&Tensor>| match (&residual, &r4) {
+        (_, Some(r4)) if r4.dims() == out4 && r4.dtype() == x.dtype() => {
+            x.conv2d_add(w, b, r4, s2, padding, d2, groups, relu)
         }
+        (Some(r), _) => {
+            let y = x.conv2d(w, b, s2, padding, d2, groups)?;
+            let y = if k == 1 { y.squeeze(2)? } else { y };
+            let y = y.add(&r.to_dtype(y.dtype())?)?;
+            let y = if relu { y.relu()? } else { y };
+            if k == 1 {
+                y.unsqueeze(2)
+            } else {
+                Ok(y)
+            }
+        }
+        _ if relu => x.conv2d_relu(w, b, s2, padding, d2, groups),
+        _ => x.conv2d(w, b, s2, padding, d2, groups),
     };
     let mut y = if half {
         let up = |t: &Tensor| t.to_dtype(DType::F32);
