@@ -160,7 +160,7 @@ mod imp {
             }
             nodes.sort_by(|a, b| b.2.total_cmp(&a.2));
             eprintln!("slowest nodes:");
-            for (op, name, ms) in nodes.iter().take(15) {
+            for (op, name, ms) in nodes.iter().take(40) {
                 eprintln!("{op:<12} {name:<40} {ms:9.3} ms");
             }
         }

@@ -197,7 +197,11 @@ fn a_small_cnn_matches_the_same_model_written_with_might_ops() -> might::Result<
 /// `Conv → Add`; against the same computation in might ops.
 #[test]
 fn residual_blocks_fuse_the_add_into_the_conv() -> might::Result<()> {
-    let (w1, b1, w2) = (seq(32 * 32 * 9, 0.01), seq(32, 0.05), seq(32 * 32 * 9, 0.02));
+    let (w1, b1, w2) = (
+        seq(32 * 32 * 9, 0.01),
+        seq(32, 0.05),
+        seq(32 * 32 * 9, 0.02),
+    );
     let (w3, b3, rb) = (seq(32 * 32 * 9, 0.015), seq(32, 0.1), seq(32, 0.3));
     let (wz, bz) = (seq(4 * 4 * 3, 0.2), seq(4, 0.1));
     let conv3 = |ins: &[&str], out: &str| {
@@ -246,8 +250,13 @@ fn residual_blocks_fuse_the_add_into_the_conv() -> might::Result<()> {
     let out = m.run(&[("x", x.clone()), ("z", z.clone())])?;
     let t = |v: &[f32], s: &[usize]| Tensor::from_slice(v, s);
     let (p1, ws) = ([1, 1], [32, 32, 3, 3]);
-    let r1 = x.conv2d(&t(&w1, &ws)?, Some(&t(&b1, &[32])?), p1, p1, p1, 1)?.relu()?;
-    let y1 = r1.conv2d(&t(&w2, &ws)?, None, p1, p1, p1, 1)?.add(&x)?.relu()?;
+    let r1 = x
+        .conv2d(&t(&w1, &ws)?, Some(&t(&b1, &[32])?), p1, p1, p1, 1)?
+        .relu()?;
+    let y1 = r1
+        .conv2d(&t(&w2, &ws)?, None, p1, p1, p1, 1)?
+        .add(&x)?
+        .relu()?;
     let c3 = y1.conv2d(&t(&w3, &ws)?, Some(&t(&b3, &[32])?), p1, p1, p1, 1)?;
     let y2 = t(&rb, &[1, 32, 1, 1])?.add(&c3)?;
     let cz = z.conv1d(&t(&wz, &[4, 4, 3])?, Some(&t(&bz, &[4])?), 1, 1, 1, 1)?;

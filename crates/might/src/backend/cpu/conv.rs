@@ -350,9 +350,7 @@ pub fn conv2d_forward<T: ConvFloat>(
                                 *d = v + bv;
                             }
                             if let Some(r) = rs {
-                                d.iter_mut()
-                                    .zip(&r[at..at + p])
-                                    .for_each(|(d, &r)| *d += r);
+                                d.iter_mut().zip(&r[at..at + p]).for_each(|(d, &r)| *d += r);
                             }
                         }
                     }

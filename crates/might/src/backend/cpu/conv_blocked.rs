@@ -133,11 +133,24 @@ pub(super) fn forward(
     let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
     let width = nb * L;
     let blocks = g.o.div_ceil(width);
-    // unpadded layers (the 1x1/2 downsamples) read the input where it is
-    let mut xp = if g.padding == [0, 0] {
-        Vec::new()
-    } else {
-        vec![0.0f32; g.c * hp * wp]
+    // strided 1x1 layers (ResNet's downsamples) run at stride 1 on the input's kept positions,
+    // gathered first: a tile then reads short dense rows that are in cache, not every other
+    // float of rows that are not
+    let gather = g.kh == 1 && g.kw == 1 && g.padding == [0, 0] && g.stride != [1, 1];
+    let gk = match gather {
+        true => ConvGeom {
+            h: g.oh,
+            w: g.ow,
+            stride: [1, 1],
+            ..*g
+        },
+        false => *g,
+    };
+    // other unpadded layers read the input where it is
+    let mut xp = match (gather, g.padding == [0, 0]) {
+        (true, _) => vec![0.0f32; g.c * g.p()],
+        (false, true) => Vec::new(),
+        (false, false) => vec![0.0f32; g.c * hp * wp],
     };
     let parts = threads::get_num_threads().min(blocks).max(1);
     let per = blocks.div_ceil(parts);
@@ -149,6 +162,17 @@ pub(super) fn forward(
         // the zero-padded input (its border stays zero from the allocation)
         let xp: &[f32] = if xp.is_empty() {
             xs
+        } else if gather {
+            let [sy, sx] = g.stride;
+            let rows = xp.chunks_exact_mut(g.ow);
+            for (i, d) in rows.enumerate() {
+                let (ci, y) = (i / g.oh, i % g.oh);
+                let src = &xs[(ci * g.h + y * sy) * g.w..];
+                d.iter_mut()
+                    .zip(src.iter().step_by(sx))
+                    .for_each(|(d, &v)| *d = v);
+            }
+            &xp
         } else {
             for (ci, plane) in xs.chunks_exact(g.hw()).enumerate() {
                 for (y, row) in plane.chunks_exact(g.w).enumerate() {
@@ -164,7 +188,7 @@ pub(super) fn forward(
                 let b0 = (part * per + k) * width;
                 let bias = bias.map(|b| &b[b0..(b0 + width).min(g.o)]);
                 let res = residual.map(|r| &r[(s * g.o + b0) * p..][..ob.len()]);
-                run_block(xp, packed.block(part * per + k), bias, g, (relu, res), ob);
+                run_block(xp, packed.block(part * per + k), bias, &gk, (relu, res), ob);
             }
         });
     }
@@ -258,13 +282,29 @@ mod avx {
         let (x0, w0, o0) = (xp.as_ptr(), wb.as_ptr(), out.as_mut_ptr());
         // with a residual, the ReLU waits until it is added (after the tile's transpose)
         let (r0, relu_now) = (residual.map(|r| r.as_ptr()), relu && residual.is_none());
+        // floats of one input row a tile reads
+        let span = (Q - 1) * S + g.kw;
         for oy in 0..g.oh {
             for tx in (0..g.ow).step_by(Q) {
                 let ox = tx.min(g.ow - Q);
+                // the next tile's first input column: its rows are fetched while this tile
+                // computes (each of its C * KH short rows is a stream of its own, too many
+                // for the hardware prefetchers; from L3 they starved the strided layers)
+                let next = match tx + Q < g.ow {
+                    true => Some(oy * S * wp + (tx + Q).min(g.ow - Q) * S),
+                    false => (oy + 1 < g.oh).then_some((oy + 1) * S * wp),
+                };
                 let mut acc: [[__m512; Q]; NB] = std::array::from_fn(|b| [bias[b]; Q]);
                 let mut wk = w0;
                 for c in 0..g.c {
                     for ki in 0..g.kh {
+                        if let Some(n) = next {
+                            let at = x0.wrapping_add((c * hp + ki) * wp + n) as *const i8;
+                            // (a prefetch is a hint: it never faults or writes)
+                            _mm_prefetch::<_MM_HINT_T0>(at);
+                            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(64));
+                            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(span * 4 - 4));
+                        }
                         // SAFETY: row `oy * S + ki <= (OH - 1) * S + KH - 1 < Hp` of channel
                         // `c < C`: inside `xp` (asserted).
                         let xr = unsafe { x0.add((c * hp + oy * S + ki) * wp + ox * S) };
@@ -495,6 +535,8 @@ mod tests {
             geom(1, 8, 40, 20, 3, 1, 1),
             geom(2, 8, 36, 31, 3, 2, 1),
             geom(1, 64, 48, 28, 1, 2, 0),
+            // a 1x1/2 layer on an odd-sized batch (its gathered input)
+            geom(4, 64, 40, 15, 1, 2, 0),
         ]
         .iter()
         .enumerate()
