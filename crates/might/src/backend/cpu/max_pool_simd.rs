@@ -86,6 +86,9 @@ pub fn plane_k3s2_f32(xp: &[f32], g: &crate::backend::geom::PoolGeom, vp: &mut [
                 continue;
             }
             let rows = &xp[y0 * w..y1 * w];
+            // the next output row's two new input rows, asked for while this one runs
+            let ahead = (y1 + 2).min(h);
+            super::prefetch::prefetch(&xp[y1.min(ahead) * w..ahead * w]);
             // SAFETY: AVX-512F is available (level 2); `rows` holds whole rows of `w`,
             // `row[pw..pw + w]` and the reads up to `32 * steps + 34 <= len` lie inside
             // `row`, and `out` holds `ow` outputs: the contract of `k3s2_row`.
