@@ -28,15 +28,14 @@ const L: usize = 16;
 /// served unchecked (a vouched, unwritten buffer: see [`packed_cache`]): the 7x7 stem (12,544
 /// positions), the 3x3/2 64-128 layer (784) and the 196-position 256-channel layers run here
 /// faster than on the other paths (the 3x3 ones 1.19-1.22 ms against 1.43-1.46 with im2col +
-/// `gemm`); the 49-position 512-channel ones lose (each output row streams the block's 1.2 MB
-/// of packed weights again). Where the packing must be compared with the weights (4.7 MB read
-/// at 256 channels), the 196-position layers lose a little (2.11 against 1.96 ms, measured
-/// before the transpose store).
-const MIN_POSITIONS: usize = 196;
+/// `gemm`). The 49-position 512-channel ones lost while each output row streamed the block's
+/// 1.2 MB of packed weights again; since tiles share weight chunks ([`GROUP`]) they win too
+/// (1.65-1.82 ms against 2.0 with im2col + `gemm`; the 1x1/2 downsample 0.14 against 0.18).
+const MIN_POSITIONS: usize = 49;
 
 /// Tiles that share each chunk of weights (see `avx::tiles`): their saved accumulators,
-/// 4 x 28 vectors (7 KB), stay in L1 beside the chunk.
-const GROUP: usize = 4;
+/// 8 x 28 vectors (14 KB), stay in L1 beside the chunk (8 KB) and the next one.
+const GROUP: usize = 8;
 
 /// The register tile for `g`: (`NB` channel vectors, `Q` columns).
 fn shape(g: &ConvGeom) -> (usize, usize) {
@@ -288,13 +287,14 @@ mod avx {
         let (r0, relu_now) = (residual.map(|r| r.as_ptr()), relu && residual.is_none());
         // floats of one input row a tile reads
         let span = (Q - 1) * S + g.kw;
-        // Tiles go in groups of `GROUP`, channels in chunks of ~64 weight steps: each chunk's
-        // weights (~9 KB) are read from L2 once and serve the group's tiles from L1, their
-        // accumulators kept in `saved` between chunks. Read whole for every tile, a 256-channel
-        // block's 295 KB of weights came from L2 for each tile: the 14 x 14 layers took 1.25
-        // ms, 0.98 with the weights held in L1.
+        // Tiles go in groups of `GROUP`, channels in chunks of ~8 KB of weights: each chunk is
+        // read from L2 or L3 once and serves the group's tiles from L1, their accumulators
+        // kept in `saved` between chunks. Read whole for every tile, a 256-channel block's
+        // 295 KB of weights came from L2 for each tile: the 14 x 14 layers took 1.25 ms,
+        // 0.98 with the weights held in L1 (an experiment).
         let per_c = g.kh * g.kw;
-        let chunk = 64usize.div_ceil(per_c).min(g.c);
+        // (~8 KB: 64 steps of two channel vectors, 32 of four)
+        let chunk = (128 / NB).div_ceil(per_c).min(g.c);
         let per_row = g.ow.div_ceil(Q);
         let count = g.oh * per_row;
         // tile `i`: its output row and first column
@@ -578,6 +578,8 @@ mod tests {
             geom(1, 64, 48, 28, 1, 2, 0),
             // a 1x1/2 layer on an odd-sized batch (its gathered input)
             geom(4, 64, 40, 15, 1, 2, 0),
+            // 49 positions, many weight chunks, one group of tiles, a partial channel block
+            geom(1, 64, 48, 7, 3, 1, 1),
         ]
         .iter()
         .enumerate()
@@ -614,20 +616,25 @@ mod tests {
 
     #[test]
     fn where_it_runs() {
-        // ResNet-18's stem, strided layers and 256-channel layers at batch 1; its
-        // 512-channel 7x7 layers from batch 4
+        // ResNet-18's stem, strided layers, downsamples and 256- and 512-channel layers at
+        // batch 1 (its 3x3 64- and 128-channel ones take Winograd first)
         for g in [
             geom(1, 3, 64, 224, 7, 2, 3),
             geom(1, 64, 128, 56, 3, 2, 1),
             geom(1, 128, 256, 28, 3, 2, 1),
             geom(1, 256, 256, 14, 3, 1, 1),
-            geom(4, 512, 512, 7, 3, 1, 1),
+            geom(1, 512, 512, 7, 3, 1, 1),
+            geom(1, 256, 512, 14, 3, 2, 1),
+            geom(1, 256, 512, 14, 1, 2, 0),
         ] {
             assert_eq!(suits(&g), avx512(), "{g:?}");
         }
         // too few positions for the weights' traffic
-        assert!(!suits(&geom(1, 512, 512, 7, 3, 1, 1)));
-        assert!(!suits(&geom(1, 256, 512, 14, 3, 2, 1)));
+        assert!(!suits(&ConvGeom {
+            h: 3,
+            oh: 3,
+            ..geom(1, 512, 512, 7, 3, 1, 1)
+        }));
         // pointwise, few channels, dilated, grouped, too narrow an output
         assert!(!suits(&geom(4, 64, 64, 14, 1, 1, 0)));
         assert!(!suits(&geom(4, 64, 16, 14, 3, 1, 1)));
