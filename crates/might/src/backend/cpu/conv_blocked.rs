@@ -20,8 +20,40 @@ use super::packed_cache;
 use super::threads;
 use std::sync::Arc;
 
-/// Lanes of a vector: output channels per weight vector.
+/// Lanes of an AVX-512 vector: output channels per weight vector.
 const L: usize = 16;
+
+/// The vector instructions a kernel runs on: AVX-512 (16 lanes, 32 registers) or AVX2 + FMA
+/// (8 lanes, 16 registers: [`super::conv_blocked_avx2`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Isa {
+    Avx512,
+    Avx2,
+}
+
+impl Isa {
+    /// Output channels per weight vector.
+    fn lanes(self) -> usize {
+        match self {
+            Isa::Avx512 => L,
+            Isa::Avx2 => super::conv_blocked_avx2::L,
+        }
+    }
+}
+
+/// The widest kernel this CPU runs, if any.
+#[cfg(target_arch = "x86_64")]
+fn isa() -> Option<Isa> {
+    match super::simd::level() {
+        2 => Some(Isa::Avx512),
+        1 => Some(Isa::Avx2),
+        _ => None,
+    }
+}
+#[cfg(not(target_arch = "x86_64"))]
+fn isa() -> Option<Isa> {
+    None
+}
 
 /// Fewest output positions (over the batch) a layer needs to run here: each weight vector
 /// must serve enough positions. Inside ResNet-18 at batch 1 (one thread), with the packing
@@ -35,23 +67,31 @@ const MIN_POSITIONS: usize = 49;
 
 /// Tiles that share each chunk of weights (see `avx::tiles`): their saved accumulators,
 /// 8 x 28 vectors (14 KB), stay in L1 beside the chunk (8 KB) and the next one.
-const GROUP: usize = 8;
+pub(super) const GROUP: usize = 8;
 
 /// The register tile for `g`: (`NB` channel vectors, `Q` columns).
-fn shape(g: &ConvGeom) -> (usize, usize) {
-    if g.ow >= 14 {
-        (2, 14)
-    } else {
-        (4, 7)
+fn shape(g: &ConvGeom, isa: Isa) -> (usize, usize) {
+    match isa {
+        Isa::Avx512 if g.ow >= 14 => (2, 14),
+        Isa::Avx512 => (4, 7),
+        Isa::Avx2 => (2, 6),
     }
 }
 
-/// Whether `g` runs here: f32 (the caller checks), AVX-512, ungrouped, undilated, stride 1 or
+/// Whether `g` runs here: f32 (the caller checks), AVX-512 or AVX2, ungrouped, undilated, stride 1 or
 /// 2, output at least 7 wide and 32 channels, a patch long enough for the products to
 /// dominate the output scatter, and [`MIN_POSITIONS`].
 pub(super) fn suits(g: &ConvGeom) -> bool {
-    avx512()
-        && g.groups == 1
+    isa().is_some_and(|isa| {
+        fits(g)
+            // (AVX2's tiles lose on 1x1 layers: ResNet's strided downsamples 0.25 -> 0.5 ms)
+            && (isa == Isa::Avx512 || g.kh * g.kw > 1)
+    })
+}
+
+/// The geometry a kernel handles (see [`suits`]).
+fn fits(g: &ConvGeom) -> bool {
+    g.groups == 1
         && g.dilation == [1, 1]
         && (g.stride == [1, 1] || g.stride == [2, 2])
         && g.ow >= 7
@@ -64,17 +104,8 @@ pub(super) fn suits(g: &ConvGeom) -> bool {
         && (g.o * g.p()) < (i32::MAX as usize)
 }
 
-#[cfg(target_arch = "x86_64")]
-fn avx512() -> bool {
-    super::simd::level() >= 2
-}
-#[cfg(not(target_arch = "x86_64"))]
-fn avx512() -> bool {
-    false
-}
-
-/// Weights packed for the kernel: for each block of `nb * 16` output channels (the last
-/// padded with zero channels), `[c][ki][kj][nb * 16]`, 64-byte aligned.
+/// Weights packed for the kernel: for each block of `width` (`NB` vectors) output channels
+/// (the last padded with zero channels), `[c][ki][kj][width]`, 64-byte aligned.
 pub(super) struct Packed {
     data: Vec<f32>,
     /// Where the aligned data starts in `data`.
@@ -84,8 +115,7 @@ pub(super) struct Packed {
 }
 
 impl Packed {
-    fn new(w: &[f32], o: usize, klen: usize, nb: usize) -> Self {
-        let width = nb * L;
+    fn new(w: &[f32], o: usize, klen: usize, width: usize) -> Self {
         let blocks = o.div_ceil(width);
         let block = klen * width;
         let mut data = vec![0.0f32; blocks * block + L];
@@ -113,12 +143,26 @@ pub(super) fn forward(
     w: &[f32],
     bias: Option<&[f32]>,
     g: &ConvGeom,
+    relu: (bool, Option<&[f32]>),
+    out: &mut [f32],
+) {
+    let isa = isa().expect("conv2d blocked: suits() found no kernel");
+    forward_on(isa, x, w, bias, g, relu, out)
+}
+
+/// [`forward`] on the kernel for `isa`, which the CPU must have (tests run both).
+fn forward_on(
+    isa: Isa,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    g: &ConvGeom,
     (relu, residual): (bool, Option<&[f32]>),
     out: &mut [f32],
 ) {
     let (klen, p, chw) = (g.klen(), g.p(), g.c * g.hw());
     assert!(
-        suits(g)
+        fits(g)
             && x.len() == g.n * chw
             && w.len() == g.o * klen
             && out.len() == g.n * g.o * p
@@ -126,15 +170,17 @@ pub(super) fn forward(
             && residual.is_none_or(|r| r.len() == out.len()),
         "conv2d blocked: buffer sizes"
     );
-    let (nb, _) = shape(g);
-    let packed: Arc<packed_cache::Entry<f32, Packed>> = packed_cache::get(w, 2 + nb as u64, || {
-        let p = Packed::new(w, g.o, klen, nb);
+    let (nb, _) = shape(g, isa);
+    let width = nb * isa.lanes();
+    // (kinds 2.. of the cache: one per packing width)
+    let kind = 2 + width as u64;
+    let packed: Arc<packed_cache::Entry<f32, Packed>> = packed_cache::get(w, kind, || {
+        let p = Packed::new(w, g.o, klen, width);
         let bytes = p.data.len() * 4;
         (p, bytes)
     });
     let packed = &packed.packed;
     let (hp, wp) = (g.h + 2 * g.padding[0], g.w + 2 * g.padding[1]);
-    let width = nb * L;
     let blocks = g.o.div_ceil(width);
     // strided 1x1 layers (ResNet's downsamples) run at stride 1 on the input's kept positions,
     // gathered first: a tile then reads short dense rows that are in cache, not every other
@@ -191,7 +237,8 @@ pub(super) fn forward(
                 let b0 = (part * per + k) * width;
                 let bias = bias.map(|b| &b[b0..(b0 + width).min(g.o)]);
                 let res = residual.map(|r| &r[(s * g.o + b0) * p..][..ob.len()]);
-                run_block(xp, packed.block(part * per + k), bias, &gk, (relu, res), ob);
+                let wb = packed.block(part * per + k);
+                run_block(isa, xp, wb, bias, &gk, (relu, res), ob);
             }
         });
     }
@@ -200,6 +247,7 @@ pub(super) fn forward(
 /// One block of output channels (`out`: their planes, the last block's maybe fewer than
 /// `nb * 16`) of one sample, from the padded input `xp`; `relu` and the residual of `out`.
 fn run_block(
+    isa: Isa,
     xp: &[f32],
     wb: &[f32],
     bias: Option<&[f32]>,
@@ -209,21 +257,24 @@ fn run_block(
 ) {
     #[cfg(target_arch = "x86_64")]
     {
+        use super::conv_blocked_avx2 as avx2;
         let s = g.stride[0];
-        // SAFETY: `suits` found AVX-512F (checked by `forward`'s assert), all `tiles`
-        // requires of the CPU; the buffers' sizes are checked inside.
+        // SAFETY: `isa` is a kernel this CPU has (`isa()` probed it, or a test that did), all
+        // `tiles` requires of the CPU; the buffers' sizes are checked inside.
         unsafe {
-            match (shape(g), s) {
-                ((2, 14), 1) => avx::tiles::<2, 14, 1>(xp, wb, bias, g, relu, out),
-                ((2, 14), _) => avx::tiles::<2, 14, 2>(xp, wb, bias, g, relu, out),
-                (_, 1) => avx::tiles::<4, 7, 1>(xp, wb, bias, g, relu, out),
-                _ => avx::tiles::<4, 7, 2>(xp, wb, bias, g, relu, out),
+            match (isa, shape(g, isa), s) {
+                (Isa::Avx512, (2, 14), 1) => avx::tiles::<2, 14, 1>(xp, wb, bias, g, relu, out),
+                (Isa::Avx512, (2, 14), _) => avx::tiles::<2, 14, 2>(xp, wb, bias, g, relu, out),
+                (Isa::Avx512, _, 1) => avx::tiles::<4, 7, 1>(xp, wb, bias, g, relu, out),
+                (Isa::Avx512, _, _) => avx::tiles::<4, 7, 2>(xp, wb, bias, g, relu, out),
+                (Isa::Avx2, _, 1) => avx2::tiles::<2, 6, 1>(xp, wb, bias, g, relu, out),
+                (Isa::Avx2, _, _) => avx2::tiles::<2, 6, 2>(xp, wb, bias, g, relu, out),
             }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (xp, wb, bias, g, relu, out);
+        let _ = (isa, xp, wb, bias, g, relu, out);
         unreachable!("conv2d blocked: suits() is false off x86-64");
     }
 }
@@ -537,29 +588,55 @@ mod tests {
         }
     }
 
-    /// Largest error relative to the sum of the terms' magnitudes, over every output.
-    fn check(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, relu: bool) {
-        assert!(suits(g), "{g:?} should run here");
+    /// The kernels this CPU runs (an AVX-512 CPU runs the AVX2 one too).
+    fn isas() -> Vec<Isa> {
+        match isa() {
+            Some(Isa::Avx512) => vec![Isa::Avx512, Isa::Avx2],
+            Some(Isa::Avx2) => vec![Isa::Avx2],
+            None => vec![],
+        }
+    }
+
+    /// Largest error relative to the sum of the terms' magnitudes, over every output, on
+    /// every kernel; with a residual `res` (added before the ReLU) on every other output.
+    fn check(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>, relu: bool, res: bool) {
+        // (1x1 layers run here on AVX-512 only; the AVX2 kernel is checked on them anyway)
+        assert!(
+            suits(g) || g.pointwise() || g.kh * g.kw == 1,
+            "{g:?} should run here"
+        );
         let zero = vec![0.0; g.o];
-        let want = naive(x, w, b.unwrap_or(&zero), g, relu);
+        let mut want = naive(x, w, b.unwrap_or(&zero), g, relu && !res);
+        let r: Vec<f32> = (0..want.len()).map(|i| (i % 2) as f32 * 0.5).collect();
+        if res {
+            for (d, &r) in want.iter_mut().zip(&r) {
+                *d += r as f64;
+                if relu {
+                    *d = d.max(0.0);
+                }
+            }
+        }
         let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
         let wa: Vec<f32> = w.iter().map(|v| v.abs()).collect();
         let scale = naive(&xa, &wa, &vec![1.0; g.o], g, false);
-        let mut got = vec![f32::NAN; want.len()];
-        forward(x, w, b, g, (relu, None), &mut got);
-        for (i, ((&gv, &wv), &s)) in got.iter().zip(&want).zip(&scale).enumerate() {
-            let err = (gv as f64 - wv).abs() / s;
-            assert!(
-                err < 1e-5,
-                "{g:?} relu {relu}: output {i}: {gv} vs {wv} (error {err:e})"
-            );
+        for isa in isas() {
+            let mut got = vec![f32::NAN; want.len()];
+            let r = res.then_some(&r[..]);
+            forward_on(isa, x, w, b, g, (relu, r), &mut got);
+            for (i, ((&gv, &wv), &s)) in got.iter().zip(&want).zip(&scale).enumerate() {
+                let err = (gv as f64 - wv).abs() / s;
+                assert!(
+                    err < 1e-5,
+                    "{isa:?} {g:?} relu {relu} residual {res}: output {i}: {gv} vs {wv} (error {err:e})"
+                );
+            }
         }
     }
 
     #[test]
     fn matches_the_definition() {
-        if !avx512() {
-            eprintln!("no AVX-512 here: the blocked conv never runs");
+        if isa().is_none() {
+            eprintln!("no AVX2 here: the blocked conv never runs");
             return;
         }
         // stride 1 and 2 at both tile widths; ResNet's 7x7 stem; channels not a multiple of
@@ -587,15 +664,17 @@ mod tests {
             let x = values(g.n * g.c * g.hw(), 1 + i as u64);
             let w = values(g.o * g.klen(), 100 + i as u64);
             let b = values(g.o, 200 + i as u64);
-            check(g, &x, &w, Some(&b), false);
-            check(g, &x, &w, Some(&b), true);
-            check(g, &x, &w, None, false);
+            check(g, &x, &w, Some(&b), false, false);
+            check(g, &x, &w, Some(&b), true, false);
+            check(g, &x, &w, None, false, false);
+            check(g, &x, &w, Some(&b), true, true);
+            check(g, &x, &w, None, false, true);
         }
     }
 
     #[test]
     fn kept_packing_follows_the_weights() {
-        if !avx512() {
+        if isa().is_none() {
             return;
         }
         // the second call keeps the packing, the third uses it; weights changed in place (an
@@ -605,12 +684,12 @@ mod tests {
         let mut w = values(g.o * g.klen(), 8);
         let b = values(g.o, 9);
         for _ in 0..3 {
-            check(&g, &x, &w, Some(&b), false);
+            check(&g, &x, &w, Some(&b), false, false);
         }
         w[5] += 0.5;
         w[2000] = -w[2000];
         for _ in 0..3 {
-            check(&g, &x, &w, Some(&b), false);
+            check(&g, &x, &w, Some(&b), false, false);
         }
     }
 
@@ -625,10 +704,12 @@ mod tests {
             geom(1, 256, 256, 14, 3, 1, 1),
             geom(1, 512, 512, 7, 3, 1, 1),
             geom(1, 256, 512, 14, 3, 2, 1),
-            geom(1, 256, 512, 14, 1, 2, 0),
         ] {
-            assert_eq!(suits(&g), avx512(), "{g:?}");
+            assert_eq!(suits(&g), isa().is_some(), "{g:?}");
         }
+        // the 1x1/2 downsample: on AVX-512 only
+        let down = geom(1, 256, 512, 14, 1, 2, 0);
+        assert_eq!(suits(&down), isa() == Some(Isa::Avx512));
         // too few positions for the weights' traffic
         assert!(!suits(&ConvGeom {
             h: 3,

@@ -5,6 +5,8 @@ pub(crate) mod attention;
 pub mod bgemm;
 pub mod conv;
 pub(crate) mod conv_blocked;
+#[cfg(target_arch = "x86_64")]
+mod conv_blocked_avx2;
 pub mod conv_direct;
 #[cfg(test)]
 mod conv_testing;

@@ -505,9 +505,18 @@ mod tests {
     use super::*;
 
     /// The general max pool against a plain scan: ties, NaNs, padding, strides, windows that
-    /// overlap.
+    /// overlap; on every build this CPU has (the 3x3/2 values-only path: AVX-512, AVX2).
     #[test]
     fn max_pool_interior_path_matches_a_plain_scan() {
+        use super::super::max_pool_simd::MAX_LEVEL;
+        for level in (0..=super::super::simd::level()).rev() {
+            MAX_LEVEL.store(level, std::sync::atomic::Ordering::Relaxed);
+            max_pool_interior_cases();
+        }
+        MAX_LEVEL.store(2, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn max_pool_interior_cases() {
         let mut rng = crate::Generator::new(3);
         for (h, w, k, s, p) in [
             (23, 37, 3, 2, 1),
