@@ -22,10 +22,13 @@ use std::sync::Arc;
 
 /// Lanes of an AVX-512 vector: output channels per weight vector.
 const L: usize = 16;
+/// Lanes of an AVX2 vector (the tiles in [`super::conv_blocked_avx2`]).
+pub(super) const AVX2_LANES: usize = 8;
 
 /// The vector instructions a kernel runs on: AVX-512 (16 lanes, 32 registers) or AVX2 + FMA
 /// (8 lanes, 16 registers: [`super::conv_blocked_avx2`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) enum Isa {
     Avx512,
     Avx2,
@@ -36,7 +39,7 @@ impl Isa {
     fn lanes(self) -> usize {
         match self {
             Isa::Avx512 => L,
-            Isa::Avx2 => super::conv_blocked_avx2::L,
+            Isa::Avx2 => AVX2_LANES,
         }
     }
 }
@@ -67,6 +70,7 @@ const MIN_POSITIONS: usize = 49;
 
 /// Tiles that share each chunk of weights (see `avx::tiles`): their saved accumulators,
 /// 8 x 28 vectors (14 KB), stay in L1 beside the chunk (8 KB) and the next one.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) const GROUP: usize = 8;
 
 /// The register tile for `g`: (`NB` channel vectors, `Q` columns).

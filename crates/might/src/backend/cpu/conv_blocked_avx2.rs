@@ -9,11 +9,8 @@
 //! (channel rows, stored with masked stores), adding the residual where there is one.
 
 use super::conv::ConvGeom;
-use super::conv_blocked::GROUP;
+use super::conv_blocked::{AVX2_LANES as L, GROUP};
 use std::arch::x86_64::*;
-
-/// Lanes of a vector: output channels per weight vector.
-pub(super) const L: usize = 8;
 
 /// Every tile of one channel block: `NB` vectors of channels at `Q` consecutive positions of
 /// the output plane, stride `S`. The last tile is moved back to end on the plane's end (it
